@@ -1,0 +1,1 @@
+"""Command-line tools that fetch and verify the data sets (see README.md here)."""

@@ -1,0 +1,364 @@
+// Fused CPU scan of the string-kernel recurrence (forward and backward).
+//
+// The math, block layout and argument meanings are documented in
+// knn/ops/recurrence.py next to string_kernel_recurrence_ref, the plain
+// PyTorch twin this file must agree with (tests/ops check values and
+// gradients). Layout: proj (T, B, K, d) contiguous; element e = b * d + i.
+//
+// Without a recurrent weight (constant, learned or x-gated decay) every
+// element's scan is independent, so one parallel_for runs whole time loops.
+// With the (x, h)-gated decay, each step first needs U (h[t-1] ⊙ m), one small
+// GEMM done by ATen, then the elementwise update in parallel.
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kMaxN = 16;  // n-gram orders above this are not useful; keeps state on the stack
+constexpr int64_t kGrain = 4096;  // elements of work below which a thread is not worth waking
+
+// Rows (batch items) per parallel task, for rows of `work` elements each.
+inline int64_t row_grain(int64_t work) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(work, 1)); }
+
+enum Act { kIdentity = 0, kTanh = 1, kRelu = 2, kSigmoid = 3 };
+
+template <typename T>
+inline T sigm(T x) { return T(1) / (T(1) + std::exp(-x)); }
+
+template <typename T>
+inline T act_fwd(T s, int64_t a) {
+  switch (a) {
+    case kTanh: return std::tanh(s);
+    case kRelu: return s > T(0) ? s : T(0);
+    case kSigmoid: return sigm(s);
+    default: return s;
+  }
+}
+
+// d act / d s, given the pre-activation s and y = act(s).
+template <typename T>
+inline T act_bwd(T s, T y, int64_t a) {
+  switch (a) {
+    case kTanh: return T(1) - y * y;
+    case kRelu: return s > T(0) ? T(1) : T(0);
+    case kSigmoid: return y * (T(1) - y);
+    default: return T(1);
+  }
+}
+
+struct Spec {
+  int64_t T, B, K, d, n;
+  bool mult, norm, out_sum, highway, gated, xh, carry_in_proj, has_mask, has_hmask;
+  int64_t act, lam_idx, f_idx, p_idx;
+};
+
+Spec make_spec(const at::Tensor& proj, const at::Tensor& carry, const at::Tensor& decay,
+               const at::Tensor& weight_h, const at::Tensor& mask, const at::Tensor& h_mask,
+               int64_t n, bool mult, bool norm, bool out_sum, int64_t act, bool highway) {
+  TORCH_CHECK(proj.dim() == 4, "proj must be (T, B, K, d)");
+  TORCH_CHECK(n >= 1 && n <= kMaxN, "n-gram order must be in [1, 16]");
+  Spec s;
+  s.T = proj.size(0); s.B = proj.size(1); s.K = proj.size(2); s.d = proj.size(3);
+  s.n = n; s.mult = mult; s.norm = norm; s.out_sum = out_sum; s.act = act; s.highway = highway;
+  s.gated = decay.numel() == 0;
+  s.xh = weight_h.numel() > 0;
+  s.carry_in_proj = highway && carry.numel() == 0;
+  s.has_mask = mask.numel() > 0;
+  s.has_hmask = h_mask.numel() > 0;
+  s.lam_idx = n;
+  s.f_idx = n + (s.gated ? 1 : 0);
+  s.p_idx = s.f_idx + 1;
+  const int64_t want = n + (s.gated ? 1 : 0) + (highway ? 1 : 0) + (s.carry_in_proj ? 1 : 0);
+  TORCH_CHECK(s.K == want, "proj has ", s.K, " blocks, expected ", want);
+  return s;
+}
+
+// Pointers into the tensors one step needs; the same struct serves forward and backward.
+template <typename T>
+struct Buffers {
+  const T* proj; const T* carry; const T* decay; const T* bias; const T* mask; const T* hmask;
+  T* c_all;    // (T+1, B, n, d)
+  T* h_all;    // (T+1, B, d)
+  T* lam_all;  // (T, B, d) λ_t, saved for backward (gated only)
+  T* out;      // (T, B, d)
+  const T* r;  // (B, d) U (h[t-1] ⊙ m) for the current step (xh only)
+};
+
+// One row (t, b) of the forward scan. Loops run over the contiguous hidden
+// index i so the compiler vectorizes them; `tmp` holds 2 d-wide scratch rows.
+template <typename T>
+void row_forward(const Spec& s, const Buffers<T>& p, int64_t t, int64_t b, T* tmp) {
+  const int64_t d = s.d, n = s.n, row = t * s.B + b;
+  const T* c_old = p.c_all + row * n * d;
+  T* c_new = p.c_all + (row + s.B) * n * d;
+  const T* h_old = p.h_all + row * d;
+  T* h_new = p.h_all + (row + s.B) * d;
+  T* out = p.out + row * d;
+  if (s.has_mask && p.mask[row] < T(0.5)) {  // padding: state unchanged, output zero
+    std::copy(c_old, c_old + n * d, c_new);
+    std::copy(h_old, h_old + d, h_new);
+    std::fill(out, out + d, T(0));
+    return;
+  }
+  const T* u = p.proj + row * s.K * d;  // block k at u + k * d
+  T* lam_buf = tmp;
+  T* sum = tmp + d;
+  const T* lam = p.decay;
+  if (s.gated) {
+    const T* g = u + s.lam_idx * d;
+    const T* r = s.xh ? p.r + b * d : nullptr;
+    T* saved = p.lam_all + row * d;
+    for (int64_t i = 0; i < d; ++i) {
+      const T l = sigm(g[i] + p.bias[i] + (r ? r[i] : T(0)));
+      lam_buf[i] = l;
+      saved[i] = l;
+    }
+    lam = lam_buf;
+  }
+  std::fill(sum, sum + d, T(0));
+  // Descending j: c_{j-1}[t-1] is read before row j-1 is overwritten (they are distinct rows anyway).
+  for (int64_t j = n - 1; j >= 0; --j) {
+    const T* cj = c_old + j * d;
+    const T* uj = u + j * d;
+    const T* prev = c_old + (j - 1) * d;
+    T* cn = c_new + j * d;
+    for (int64_t i = 0; i < d; ++i) {
+      const T a = s.norm ? T(1) - lam[i] : T(1);
+      const T in = j == 0 ? uj[i] : (s.mult ? prev[i] * uj[i] : prev[i] + uj[i]);
+      cn[i] = lam[i] * cj[i] + a * in;
+    }
+    if (s.out_sum || j == n - 1)
+      for (int64_t i = 0; i < d; ++i) sum[i] += cn[i];
+  }
+  const T* fpre = u + s.f_idx * d;
+  const T* carry = s.carry_in_proj ? u + s.p_idx * d : (s.highway ? p.carry + row * d : nullptr);
+  const T* m = s.has_hmask ? p.hmask + b * d : nullptr;
+  for (int64_t i = 0; i < d; ++i) {
+    T h = act_fwd(sum[i], s.act);
+    if (s.highway) {
+      if (m) h *= m[i];
+      const T f = sigm(fpre[i] + p.bias[d + i]);
+      h = f * h + (T(1) - f) * carry[i];
+    }
+    h_new[i] = h;
+    out[i] = h;
+  }
+}
+
+// Gradients that are written per row; reductions over (t, b) happen after.
+template <typename T>
+struct Grads {
+  const T* d_out;  // (T, B, d)
+  T* dc;           // (B, n, d) running dL/dc_j[t]
+  T* dh;           // (B, d) running dL/dh[t] arriving through the recurrence
+  T* d_proj;       // (T, B, K, d)
+  T* d_carry;      // (T, B, d)
+  T* d_lam_part;   // (B, d) Σ_t dL/dλ (constant / learned decay)
+};
+
+// One row (t, b) of the backward scan; `tmp` holds 3 d-wide scratch rows.
+template <typename T>
+void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t t, int64_t b, T* tmp) {
+  const int64_t d = s.d, n = s.n, row = t * s.B + b;
+  if (s.has_mask && p.mask[row] < T(0.5)) return;  // state passed through untouched
+  const T* c_old = p.c_all + row * n * d;
+  const T* c_new = p.c_all + (row + s.B) * n * d;
+  const T* u = p.proj + row * s.K * d;
+  T* du = g.d_proj + row * s.K * d;
+  T* dc = g.dc + b * n * d;
+  T* dh_rec = g.dh + b * d;
+  const T* d_out = g.d_out + row * d;
+  const T* lam = s.gated ? p.lam_all + row * d : p.decay;
+  T* sum = tmp;
+  T* ds = tmp + d;
+  T* dlam = tmp + 2 * d;
+
+  std::fill(sum, sum + d, T(0));
+  for (int64_t j = 0; j < n; ++j)
+    if (s.out_sum || j == n - 1)
+      for (int64_t i = 0; i < d; ++i) sum[i] += c_new[j * d + i];
+  const T* fpre = u + s.f_idx * d;
+  const T* carry = s.carry_in_proj ? u + s.p_idx * d : (s.highway ? p.carry + row * d : nullptr);
+  T* dcarry = s.carry_in_proj ? du + s.p_idx * d : (s.highway ? g.d_carry + row * d : nullptr);
+  T* dfpre = du + s.f_idx * d;
+  const T* m = s.has_hmask ? p.hmask + b * d : nullptr;
+  for (int64_t i = 0; i < d; ++i) {
+    const T dh = d_out[i] + dh_rec[i];
+    const T y = act_fwd(sum[i], s.act);
+    T dy = dh;
+    if (s.highway) {
+      const T mi = m ? m[i] : T(1);
+      const T f = sigm(fpre[i] + p.bias[d + i]);
+      dfpre[i] = dh * (y * mi - carry[i]) * f * (T(1) - f);
+      dcarry[i] = dh * (T(1) - f);
+      dy = dh * f * mi;
+    }
+    ds[i] = dy * act_bwd(sum[i], y, s.act);
+    dh_rec[i] = T(0);  // the (x, h) gate adds its share after the step
+  }
+  // dc[j] becomes dL/dc_j[t] (adding the output's share) ...
+  for (int64_t j = 0; j < n; ++j)
+    if (s.out_sum || j == n - 1)
+      for (int64_t i = 0; i < d; ++i) dc[j * d + i] += ds[i];
+  std::fill(dlam, dlam + d, T(0));
+  for (int64_t j = 0; j < n; ++j) {
+    const T* uj = u + j * d;
+    const T* prev = c_old + (j - 1) * d;
+    const T* cj = c_old + j * d;
+    const T* dcj = dc + j * d;
+    T* duj = du + j * d;
+    for (int64_t i = 0; i < d; ++i) {
+      const T a = s.norm ? T(1) - lam[i] : T(1);
+      const T in = j == 0 ? uj[i] : (s.mult ? prev[i] * uj[i] : prev[i] + uj[i]);
+      dlam[i] += dcj[i] * (cj[i] - (s.norm ? in : T(0)));
+      duj[i] = dcj[i] * a * ((j == 0 || !s.mult) ? T(1) : prev[i]);
+    }
+  }
+  // ... then dL/dc_j[t-1]: through the decay, and into c_{j+1}[t]. Ascending j
+  // reads dc[j+1] before it is overwritten.
+  for (int64_t j = 0; j < n; ++j) {
+    T* dcj = dc + j * d;
+    const T* dnext = dc + (j + 1) * d;
+    const T* unext = u + (j + 1) * d;
+    const bool has_next = j + 1 < n;
+    for (int64_t i = 0; i < d; ++i) {
+      const T a = s.norm ? T(1) - lam[i] : T(1);
+      const T nxt = has_next ? dnext[i] * a * (s.mult ? unext[i] : T(1)) : T(0);
+      dcj[i] = dcj[i] * lam[i] + nxt;
+    }
+  }
+  if (s.gated) {
+    T* dg = du + s.lam_idx * d;
+    for (int64_t i = 0; i < d; ++i) dg[i] = dlam[i] * lam[i] * (T(1) - lam[i]);
+  } else {
+    T* acc = g.d_lam_part + b * d;
+    for (int64_t i = 0; i < d; ++i) acc[i] += dlam[i];
+  }
+}
+
+template <typename T>
+Buffers<T> buffers(const at::Tensor& proj, const at::Tensor& carry, const at::Tensor& decay,
+                   const at::Tensor& bias, const at::Tensor& mask, const at::Tensor& h_mask,
+                   at::Tensor& c_all, at::Tensor& h_all, at::Tensor& lam_all, at::Tensor& out) {
+  Buffers<T> p;
+  p.proj = proj.data_ptr<T>();
+  p.carry = carry.numel() ? carry.data_ptr<T>() : nullptr;
+  p.decay = decay.numel() ? decay.data_ptr<T>() : nullptr;
+  p.bias = bias.data_ptr<T>();
+  p.mask = mask.numel() ? mask.data_ptr<T>() : nullptr;
+  p.hmask = h_mask.numel() ? h_mask.data_ptr<T>() : nullptr;
+  p.c_all = c_all.data_ptr<T>();
+  p.h_all = h_all.data_ptr<T>();
+  p.lam_all = lam_all.numel() ? lam_all.data_ptr<T>() : nullptr;
+  p.out = out.numel() ? out.data_ptr<T>() : nullptr;
+  p.r = nullptr;
+  return p;
+}
+
+// h[t-1] ⊙ m as the (B, d) input of the recurrent gate GEMM.
+at::Tensor gate_input(const at::Tensor& h_all, int64_t t, const at::Tensor& h_mask) {
+  at::Tensor h = h_all.select(0, t);
+  return h_mask.numel() ? h * h_mask : h;
+}
+
+std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor decay, at::Tensor bias,
+                                at::Tensor weight_h, at::Tensor c0, at::Tensor h0, at::Tensor mask,
+                                at::Tensor h_mask, int64_t n, bool mult, bool norm, bool out_sum,
+                                int64_t act, bool highway) {
+  const Spec s = make_spec(proj, carry, decay, weight_h, mask, h_mask, n, mult, norm, out_sum, act, highway);
+  at::Tensor c_all = proj.new_empty({s.T + 1, s.B, s.n, s.d});
+  at::Tensor h_all = proj.new_empty({s.T + 1, s.B, s.d});
+  at::Tensor lam_all = s.gated ? proj.new_empty({s.T, s.B, s.d}) : proj.new_empty({0});
+  at::Tensor out = proj.new_empty({s.T, s.B, s.d});
+  c_all.select(0, 0).copy_(c0);
+  h_all.select(0, 0).copy_(h0);
+  AT_DISPATCH_FLOATING_TYPES(proj.scalar_type(), "string_kernel_forward", [&] {
+    Buffers<scalar_t> p = buffers<scalar_t>(proj, carry, decay, bias, mask, h_mask, c_all, h_all, lam_all, out);
+    if (!s.xh) {
+      at::parallel_for(0, s.B, row_grain(s.d * s.T), [&](int64_t lo, int64_t hi) {
+        std::vector<scalar_t> tmp(2 * s.d);
+        for (int64_t t = 0; t < s.T; ++t)
+          for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
+      });
+    } else {
+      at::Tensor r = proj.new_empty({s.B, s.d});
+      at::Tensor wt = weight_h.t();
+      for (int64_t t = 0; t < s.T; ++t) {
+        at::mm_out(r, gate_input(h_all, t, h_mask), wt);
+        p.r = r.data_ptr<scalar_t>();
+        at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
+          std::vector<scalar_t> tmp(2 * s.d);
+          for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
+        });
+      }
+    }
+  });
+  return {out, c_all, h_all, lam_all};
+}
+
+std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tensor d_h_last,
+                                 at::Tensor proj, at::Tensor carry, at::Tensor decay, at::Tensor bias,
+                                 at::Tensor weight_h, at::Tensor c0, at::Tensor h0, at::Tensor mask,
+                                 at::Tensor h_mask, at::Tensor c_all, at::Tensor h_all, at::Tensor lam_all,
+                                 int64_t n, bool mult, bool norm, bool out_sum, int64_t act, bool highway) {
+  const Spec s = make_spec(proj, carry, decay, weight_h, mask, h_mask, n, mult, norm, out_sum, act, highway);
+  at::Tensor d_proj = at::zeros_like(proj);
+  at::Tensor d_carry = carry.numel() ? at::zeros_like(carry) : proj.new_empty({0});
+  at::Tensor dc = d_c_last.clone();
+  at::Tensor dh = d_h_last.clone();
+  at::Tensor d_lam_part = at::zeros({s.B, s.d}, proj.options());
+  AT_DISPATCH_FLOATING_TYPES(proj.scalar_type(), "string_kernel_backward", [&] {
+    Buffers<scalar_t> p = buffers<scalar_t>(proj, carry, decay, bias, mask, h_mask, c_all, h_all, lam_all, d_out);
+    p.out = nullptr;  // backward writes no forward outputs
+    Grads<scalar_t> g;
+    g.d_out = d_out.data_ptr<scalar_t>();
+    g.dc = dc.data_ptr<scalar_t>();
+    g.dh = dh.data_ptr<scalar_t>();
+    g.d_proj = d_proj.data_ptr<scalar_t>();
+    g.d_carry = d_carry.numel() ? d_carry.data_ptr<scalar_t>() : nullptr;
+    g.d_lam_part = d_lam_part.data_ptr<scalar_t>();
+    if (!s.xh) {
+      at::parallel_for(0, s.B, row_grain(s.d * s.T), [&](int64_t lo, int64_t hi) {
+        std::vector<scalar_t> tmp(3 * s.d);
+        for (int64_t t = s.T - 1; t >= 0; --t)
+          for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
+      });
+    } else {
+      for (int64_t t = s.T - 1; t >= 0; --t) {
+        at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
+          std::vector<scalar_t> tmp(3 * s.d);
+          for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
+        });
+        // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
+        at::Tensor dg = d_proj.select(0, t).select(1, s.lam_idx);  // (B, d)
+        at::Tensor back = at::mm(dg, weight_h);
+        if (s.has_hmask) back.mul_(h_mask);
+        dh.add_(back);
+      }
+    }
+  });
+  at::Tensor d_bias = at::zeros_like(bias);
+  if (s.gated) d_bias.select(0, 0).copy_(d_proj.select(2, s.lam_idx).sum({0, 1}));
+  if (s.highway) d_bias.select(0, 1).copy_(d_proj.select(2, s.f_idx).sum({0, 1}));
+  at::Tensor d_decay = s.gated ? proj.new_empty({0}) : d_lam_part.sum(0);
+  at::Tensor d_wh = proj.new_empty({0});
+  if (s.xh) {
+    // dU = Σ_t dg_tᵀ (h[t-1] ⊙ m): one GEMM over all steps.
+    at::Tensor dg_all = d_proj.select(2, s.lam_idx).reshape({s.T * s.B, s.d});
+    at::Tensor h_in = h_all.narrow(0, 0, s.T);
+    if (s.has_hmask) h_in = h_in * h_mask;
+    d_wh = at::mm(dg_all.t(), h_in.reshape({s.T * s.B, s.d}));
+  }
+  return {d_proj, d_carry, d_decay, d_bias, d_wh, dc, dh};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("forward", &forward, "string-kernel recurrence forward (CPU)");
+  m.def("backward", &backward, "string-kernel recurrence backward (CPU)");
+}

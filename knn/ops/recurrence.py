@@ -1,0 +1,274 @@
+"""The string-kernel recurrence: one elementwise scan over time, fused.
+
+Everything a string-kernel layer computes after its single input GEMM lives
+here: the decay gate, the n-gram states c_1..c_n, the activation and the
+highway connection. Following SRU (Lei et al. 2018), the GEMM stays outside
+and the scan is dispatched at one point, :func:`string_kernel_recurrence`, to
+
+* a fused C++ op (``csrc/string_kernel_cpu.cpp``, built lazily on first use
+  and cached by torch's cpp_extension tooling), for CPU tensors; or
+* :func:`string_kernel_recurrence_ref`, a plain PyTorch loop with the same
+  signature, used on CUDA, when the build is unavailable, when
+  ``KNN_FUSED=0``, and by the tests as the reference.
+
+Per element (b, i) and step t, with K blocks of ``proj[t, b]`` holding
+u_1..u_n = W^{(1..n)} x_t, then the decay-gate pre-activation (gated decay
+only), the highway-gate pre-activation and the highway carry projection
+(highway only; the carry is ``x_t`` itself when ``carry`` is given):
+
+    λ_t    = σ(W_λ x_t + U (h[t-1] ⊙ m) + b_λ)   gated (U only for "gated_xh")
+           = decay                                constant / learned
+    a_t    = 1 - λ_t if normalized else 1
+    c_1[t] = λ_t c_1[t-1] + a_t u_1[t]
+    c_j[t] = λ_t c_j[t-1] + a_t (c_{j-1}[t-1] ∘ u_j[t]),  ∘ ∈ {⊙, +},  1 < j ≤ n
+    y[t]   = act(c_n[t])  or  act(Σ_j c_j[t])
+    h[t]   = f_t ⊙ (y[t] ⊙ m) + (1 - f_t) ⊙ carry_t,  f_t = σ(W_f x_t + b_f)   (highway)
+           = y[t]                                                               (otherwise)
+
+m is the variational-dropout mask of the recurrent state (one per sequence,
+already scaled); inside the highway it also drops y, as the authors' PTB code
+does. Where ``mask[t, b] == 0`` (padding) the state (c, h) is left unchanged
+and the output is zero.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+ACTIVATIONS = ("identity", "tanh", "relu", "sigmoid")
+
+
+@dataclass(frozen=True)
+class RecurrenceSpec:
+    """Static shape of the scan (everything that is not a tensor)."""
+
+    n: int = 1
+    multiplicative: bool = True
+    normalized: bool = True
+    output_sum: bool = False
+    activation: str = "identity"
+    highway: bool = False
+
+    def blocks(self, gated: bool, carry_projected: bool) -> int:
+        """Number of d-wide blocks K that ``proj`` must hold."""
+        return self.n + int(gated) + int(self.highway) + int(self.highway and carry_projected)
+
+
+def _act(s: Tensor, name: str) -> Tensor:
+    if name == "identity":
+        return s
+    if name == "tanh":
+        return torch.tanh(s)
+    if name == "relu":
+        return torch.relu(s)
+    if name == "sigmoid":
+        return torch.sigmoid(s)
+    raise ValueError(f"unknown activation {name!r}; choose one of {ACTIVATIONS}")
+
+
+def string_kernel_recurrence_ref(
+    proj: Tensor,
+    carry: Tensor | None,
+    decay: Tensor | None,
+    gate_bias: Tensor,
+    weight_h: Tensor | None,
+    c0: Tensor,
+    h0: Tensor,
+    mask: Tensor | None,
+    h_mask: Tensor | None,
+    spec: RecurrenceSpec,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Plain PyTorch scan (the reference twin of the fused op).
+
+    Args:
+        proj: (T, B, K, d) input projections, blocks as in the module docstring.
+        carry: (T, B, d) highway carry input (the layer input), or None when
+            the carry is the projected block of ``proj`` (or no highway).
+        decay: (d,) decay λ for constant / learned decay; None for gated decay.
+        gate_bias: (2, d) biases of the decay gate (row 0) and highway gate (row 1).
+        weight_h: (d, d) U of the (x, h)-gated decay, or None.
+        c0: (B, n, d) initial states c_1..c_n.
+        h0: (B, d) initial output state h[0].
+        mask: (T, B) 1 for real tokens, 0 for padding, or None.
+        h_mask: (B, d) variational-dropout mask of h, or None.
+    Returns:
+        h: (T, B, d) outputs; c_last: (B, n, d); h_last: (B, d).
+    """
+    T, B, K, d = proj.shape
+    n, gated = spec.n, decay is None
+    lam_idx = n
+    f_idx = n + int(gated)
+    c = [c0[:, j] for j in range(n)]  # each (B, d)
+    h = h0
+    outputs = []
+    for t in range(T):
+        u = proj[t]  # (B, K, d)
+        if gated:
+            g = u[:, lam_idx] + gate_bias[0]
+            if weight_h is not None:
+                hh = h if h_mask is None else h * h_mask
+                g = g + hh @ weight_h.t()
+            lam = torch.sigmoid(g)
+        else:
+            lam = decay.expand(B, d)
+        a = 1 - lam if spec.normalized else torch.ones_like(lam)
+        new_c = []
+        for j in range(n):
+            if j == 0:
+                inp = u[:, 0]
+            elif spec.multiplicative:
+                inp = c[j - 1] * u[:, j]
+            else:
+                inp = c[j - 1] + u[:, j]
+            new_c.append(lam * c[j] + a * inp)
+        s = sum(new_c) if spec.output_sum else new_c[-1]
+        y = _act(s, spec.activation)
+        if spec.highway:
+            if h_mask is not None:
+                y = y * h_mask
+            f = torch.sigmoid(u[:, f_idx] + gate_bias[1])
+            x_c = carry[t] if carry is not None else u[:, f_idx + 1]
+            new_h = f * y + (1 - f) * x_c
+        else:
+            new_h = y
+        if mask is not None:
+            keep = mask[t].to(proj.dtype).unsqueeze(-1)  # (B, 1)
+            new_c = [keep * cn + (1 - keep) * co for cn, co in zip(new_c, c)]
+            out = keep * new_h
+            new_h = out + (1 - keep) * h
+        else:
+            out = new_h
+        c, h = new_c, new_h
+        outputs.append(out)
+    return torch.stack(outputs), torch.stack(c, dim=1), h
+
+
+# --------------------------------------------------------------------------
+# Fused CPU op
+
+
+_ACT_CODE = {name: i for i, name in enumerate(ACTIVATIONS)}
+_fused_module = None
+_fused_error: str | None = None
+
+
+def _isa() -> tuple[str, list[str]]:
+    """Widest vector ISA both this CPU and torch support, with its gcc flags."""
+    cap = torch.backends.cpu.get_cpu_capability()
+    if cap in ("AVX2", "AVX512"):
+        return "avx2", ["-mavx2", "-mfma"]
+    return "base", []
+
+
+def _load_fused():
+    """Build (first call only; cached on disk by cpp_extension) and import the C++ op."""
+    global _fused_module, _fused_error
+    if _fused_module is not None or _fused_error is not None:
+        return _fused_module
+    try:
+        from torch.utils import cpp_extension
+
+        src = Path(__file__).with_name("csrc") / "string_kernel_cpu.cpp"
+        isa, isa_flags = _isa()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _fused_module = cpp_extension.load(
+                # The ISA is part of the name so a cached build never runs on a CPU without it.
+                name=f"knn_string_kernel_cpu_{isa}",
+                sources=[str(src)],
+                # -ffast-math lets gcc vectorize exp() (glibc libmvec); compile-only, so the
+                # process-wide flush-to-zero of crtfastmath.o is never linked in.
+                extra_cflags=["-O3", "-ffast-math", "-fopenmp", *isa_flags],
+                extra_ldflags=["-fopenmp"],
+                verbose=False,
+            )
+    except Exception as exc:  # compiler, ninja or headers missing: fall back, say why once
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        _fused_error = f"{type(exc).__name__}: {reason}"
+        warnings.warn(
+            f"knn: fused string-kernel op unavailable ({_fused_error}); using the PyTorch reference",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return _fused_module
+
+
+def fused_available() -> bool:
+    """True when the fused CPU op is built (building it if needed)."""
+    return os.environ.get("KNN_FUSED", "1") != "0" and _load_fused() is not None
+
+
+class _FusedRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec):
+        mod = _fused_module
+        empty = proj.new_empty(0)
+        args = [
+            proj.contiguous(),
+            empty if carry is None else carry.contiguous(),
+            empty if decay is None else decay.contiguous(),
+            gate_bias.contiguous(),
+            empty if weight_h is None else weight_h.contiguous(),
+            c0.contiguous(),
+            h0.contiguous(),
+            empty if mask is None else mask.to(proj.dtype).contiguous(),
+            empty if h_mask is None else h_mask.contiguous(),
+        ]
+        flags = [spec.n, spec.multiplicative, spec.normalized, spec.output_sum,
+                 _ACT_CODE[spec.activation], spec.highway]
+        out, c_all, h_all, lam_all = mod.forward(*args, *flags)
+        ctx.save_for_backward(*args, c_all, h_all, lam_all)
+        ctx.flags = flags
+        ctx.has = (carry is not None, decay is not None, weight_h is not None)
+        T = proj.shape[0]
+        return out, c_all[T], h_all[T]
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_out, d_c_last, d_h_last):
+        saved = ctx.saved_tensors
+        grads = _fused_module.backward(
+            d_out.contiguous(), d_c_last.contiguous(), d_h_last.contiguous(), *saved, *ctx.flags
+        )
+        d_proj, d_carry, d_decay, d_bias, d_wh, d_c0, d_h0 = grads
+        has_carry, has_decay, has_wh = ctx.has
+        return (
+            d_proj,
+            d_carry if has_carry else None,
+            d_decay if has_decay else None,
+            d_bias,
+            d_wh if has_wh else None,
+            d_c0,
+            d_h0,
+            None,
+            None,
+            None,
+        )
+
+
+def string_kernel_recurrence(
+    proj: Tensor,
+    carry: Tensor | None,
+    decay: Tensor | None,
+    gate_bias: Tensor,
+    weight_h: Tensor | None,
+    c0: Tensor,
+    h0: Tensor,
+    mask: Tensor | None,
+    h_mask: Tensor | None,
+    spec: RecurrenceSpec,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Run the scan; the single dispatch point between fused op and reference.
+
+    Same arguments and results as :func:`string_kernel_recurrence_ref`.
+    """
+    if spec.activation not in _ACT_CODE:
+        raise ValueError(f"unknown activation {spec.activation!r}; choose one of {ACTIVATIONS}")
+    if proj.device.type == "cpu" and fused_available():
+        return _FusedRecurrence.apply(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)
+    return string_kernel_recurrence_ref(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)

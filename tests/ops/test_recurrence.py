@@ -1,0 +1,131 @@
+"""The fused scan agrees with its PyTorch reference, in values and gradients."""
+import itertools
+import warnings
+
+import pytest
+import torch
+
+from knn.ops import recurrence as R
+
+DECAYS = ["constant", "learned", "gated_x", "gated_xh"]
+HIGHWAYS = ["none", "carry", "projected"]
+
+
+def make_inputs(n, decay, highway, masked, h_masked, T=4, B=3, d=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    gated = decay.startswith("gated")
+
+    def rand(*shape, scale=1.0):
+        return (scale * torch.randn(*shape, dtype=torch.float64, generator=g)).requires_grad_()
+
+    K = R.RecurrenceSpec(n=n, highway=highway != "none").blocks(gated, highway == "projected")
+    proj = rand(T, B, K, d)
+    carry = rand(T, B, d) if highway == "carry" else None
+    lam = None if gated else torch.rand(d, dtype=torch.float64, generator=g).requires_grad_(decay == "learned")
+    weight_h = rand(d, d, scale=0.5) if decay == "gated_xh" else None
+    mask = None
+    if masked:
+        mask = torch.ones(T, B, dtype=torch.bool)
+        mask[T - 2 :, 1] = False  # right padding
+        mask[1, 0] = False  # and a hole, which must also leave the state alone
+    h_mask = (torch.rand(B, d, generator=g) > 0.3).double() / 0.7 if h_masked else None
+    return [proj, carry, lam, rand(2, d), weight_h, rand(B, n, d), rand(B, d), mask, h_mask]
+
+
+def outputs_and_grads(fn, inputs, spec):
+    outs = fn(*inputs, spec)
+    g = torch.Generator().manual_seed(1)
+    loss = sum((o * torch.randn(o.shape, dtype=o.dtype, generator=g)).sum() for o in outs)
+    leaves = [x for x in inputs if isinstance(x, torch.Tensor) and x.requires_grad]
+    grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+    return list(outs) + [torch.zeros_like(x) if gr is None else gr for gr, x in zip(grads, leaves)]
+
+
+needs_fused = pytest.mark.skipif(not R.fused_available(), reason="fused op not built on this machine")
+
+
+@needs_fused
+@pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2, 3], DECAYS, HIGHWAYS)))
+def test_fused_matches_reference(n, decay, highway):
+    for mult, norm, out_sum, act, masked, h_masked in itertools.product(
+        [True, False], [True, False], [False, True], R.ACTIVATIONS, [False, True], [False, True]
+    ):
+        spec = R.RecurrenceSpec(n, mult, norm, out_sum, act, highway != "none")
+        inputs = make_inputs(n, decay, highway, masked, h_masked)
+        ref = outputs_and_grads(R.string_kernel_recurrence_ref, inputs, spec)
+        fused = outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)
+        for a, b in zip(ref, fused):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+@needs_fused
+@pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2], DECAYS, HIGHWAYS)))
+@pytest.mark.parametrize("mapping", ["multiplicative", "additive"])
+def test_fused_gradcheck(n, decay, highway, mapping):
+    spec = R.RecurrenceSpec(n, mapping == "multiplicative", True, n > 1, "tanh", highway != "none")
+    inputs = make_inputs(n, decay, highway, masked=True, h_masked=True, T=3, B=2, d=3)
+    assert torch.autograd.gradcheck(lambda *xs: R._FusedRecurrence.apply(*xs, spec), inputs)
+
+
+def test_reference_gradcheck():
+    spec = R.RecurrenceSpec(2, True, True, True, "sigmoid", True)
+    inputs = make_inputs(2, "gated_xh", "carry", masked=True, h_masked=True, T=3, B=2, d=3)
+    assert torch.autograd.gradcheck(lambda *xs: R.string_kernel_recurrence_ref(*xs, spec), inputs)
+
+
+@needs_fused
+def test_float32_parity():
+    spec = R.RecurrenceSpec(2, True, True, False, "identity", True)
+    inputs = [x.float() if isinstance(x, torch.Tensor) else x
+              for x in make_inputs(2, "gated_xh", "carry", True, True, T=20, B=4, d=37)]
+    inputs = [x.detach().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in inputs]
+    for a, b in zip(outputs_and_grads(R.string_kernel_recurrence_ref, inputs, spec),
+                    outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_switched_off_fast_path_runs_reference(monkeypatch):
+    monkeypatch.setenv("KNN_FUSED", "0")
+    assert not R.fused_available()
+    spec = R.RecurrenceSpec(1, True, True, False, "identity", True)
+    inputs = make_inputs(1, "gated_x", "carry", False, False)
+    out = R.string_kernel_recurrence(*inputs, spec)
+    assert out[0].grad_fn is not None and "Fused" not in type(out[0].grad_fn).__name__
+    torch.testing.assert_close(out[0], R.string_kernel_recurrence_ref(*inputs, spec)[0])
+
+
+def test_failed_build_warns_once_and_falls_back(monkeypatch):
+    from torch.utils import cpp_extension
+
+    def broken(**kwargs):
+        raise OSError("no compiler here")
+
+    monkeypatch.setattr(cpp_extension, "load", broken)
+    monkeypatch.setattr(R, "_fused_module", None)
+    monkeypatch.setattr(R, "_fused_error", None)
+    spec = R.RecurrenceSpec(1, True, True, False, "identity", False)
+    inputs = make_inputs(1, "constant", "none", False, False)
+    with pytest.warns(RuntimeWarning, match="fused string-kernel op unavailable .*no compiler here"):
+        out = R.string_kernel_recurrence(*inputs, spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second call is silent
+        R.string_kernel_recurrence(*inputs, spec)
+    torch.testing.assert_close(out[0], R.string_kernel_recurrence_ref(*inputs, spec)[0])
+
+
+def test_unknown_activation_is_one_clear_error():
+    spec = R.RecurrenceSpec(1, True, True, False, "swish", False)
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        R.string_kernel_recurrence(*make_inputs(1, "constant", "none", False, False), spec)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_runs_reference_and_matches_cpu():
+    spec = R.RecurrenceSpec(2, True, True, False, "tanh", True)
+    inputs = make_inputs(2, "gated_xh", "carry", True, True)
+    cpu = outputs_and_grads(R.string_kernel_recurrence, inputs, spec)
+    cuda_inputs = [x.detach().cuda().requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x
+                   for x in inputs]
+    gpu = outputs_and_grads(R.string_kernel_recurrence, cuda_inputs, spec)
+    for a, b in zip(cpu, gpu):
+        torch.testing.assert_close(a, b.cpu())

@@ -259,12 +259,6 @@ Buffers<T> buffers(const at::Tensor& proj, const at::Tensor& carry, const at::Te
   return p;
 }
 
-// h[t-1] ⊙ m as the (B, d) input of the recurrent gate GEMM.
-at::Tensor gate_input(const at::Tensor& h_all, int64_t t, const at::Tensor& h_mask) {
-  at::Tensor h = h_all.select(0, t);
-  return h_mask.numel() ? h * h_mask : h;
-}
-
 std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor decay, at::Tensor bias,
                                 at::Tensor weight_h, at::Tensor c0, at::Tensor h0, at::Tensor mask,
                                 at::Tensor h_mask, int64_t n, bool mult, bool norm, bool out_sum,
@@ -286,9 +280,12 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
       });
     } else {
       at::Tensor r = proj.new_empty({s.B, s.d});
+      at::Tensor h_in = proj.new_empty({s.B, s.d});
       at::Tensor wt = weight_h.t();
       for (int64_t t = 0; t < s.T; ++t) {
-        at::mm_out(r, gate_input(h_all, t, h_mask), wt);
+        at::Tensor h_prev = h_all.select(0, t);
+        if (s.has_hmask) h_prev = at::mul_out(h_in, h_prev, h_mask);  // h[t-1] ⊙ m
+        at::mm_out(r, h_prev, wt);
         p.r = r.data_ptr<scalar_t>();
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(2 * s.d);
@@ -328,6 +325,7 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
       });
     } else {
+      at::Tensor back = proj.new_empty({s.B, s.d});
       for (int64_t t = s.T - 1; t >= 0; --t) {
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(3 * s.d);
@@ -335,9 +333,8 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
         });
         // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
         at::Tensor dg = d_proj.select(0, t).select(1, s.lam_idx);  // (B, d)
-        at::Tensor back = at::mm(dg, weight_h);
-        if (s.has_hmask) back.mul_(h_mask);
-        dh.add_(back);
+        if (s.has_hmask) dh.addcmul_(at::mm_out(back, dg, weight_h), h_mask);
+        else dh.addmm_(dg, weight_h);
       }
     }
   });

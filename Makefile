@@ -1,0 +1,55 @@
+# Kernel NN (Lei et al., ICML 2017) in PyTorch. `make help` lists the targets.
+# Every target except help runs inside .venv and first makes sure it is set up.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# Touched after each install, so pip runs again only when pyproject.toml is newer.
+STAMP  := $(VENV)/.installed-pyproject
+
+# Minutes of training (-> train.max_minutes); empty: the full protocol.
+BUDGET ?=
+# Evaluation batch size: the authors' 1 for full runs, 10 (much faster) for budgeted ones.
+EVAL_BATCH ?= $(if $(BUDGET),10,1)
+# Extra Hydra overrides, e.g. ARGS="device=cpu seed=1".
+ARGS ?=
+PTB_RUN := outputs/ptb/knn_lm/gated_5m/$(shell date +%Y-%m-%d_%H-%M-%S)
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test bench reproduce-ptb reproduce-sst reproduce-cep report nightly
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables: BUDGET=<minutes> (reproduce-*), EVAL_BATCH=<n>, ARGS=\"<hydra overrides>\""
+
+setup: $(STAMP) ## create .venv and install the package (reinstalls only when pyproject.toml changes)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e .
+	@touch $(STAMP)
+
+test: setup ## run the test suite
+	$(PY) -m pytest
+
+bench: setup ## benchmark the fused string-kernel op and the models
+	$(PY) -m knn.bench
+
+reproduce-ptb: setup ## Table 1, gated 5m: train, test ppl, result.json, result row (BUDGET=<minutes>)
+	$(PY) -m knn.train experiment=ptb/gated_5m task.eval_batch_size=$(EVAL_BATCH) \
+		$(if $(BUDGET),train.max_minutes=$(BUDGET)) $(ARGS) hydra.run.dir=$(PTB_RUN)
+	@$(PY) -m knn.train.summary $(PTB_RUN)
+
+reproduce-sst: setup ## Table 2 (SST): not yet implemented
+	@echo "not yet implemented: see issue 4"; exit 2
+
+reproduce-cep: setup ## Table 3 (CEP): not yet implemented
+	@echo "not yet implemented: see issue 5"; exit 2
+
+report: setup ## paper tables from results on disk: not yet implemented
+	@echo "not yet implemented: see issue 6"; exit 2
+
+nightly: setup ## nightly regression run: not yet implemented
+	@echo "not yet implemented: see issue 6"; exit 2

@@ -1,0 +1,261 @@
+"""Sentence classifiers for SST (paper Section 5.2, Table 2) over fixed word vectors.
+
+All three models share the input: a frozen, pretrained (V, d_in) table (the
+paper normalises GloVe vectors to unit length and fixes them). It is a
+buffer, not a parameter, so ``parameters()`` are exactly the trained ones
+and an optimizer's weight decay never touches it; it is still saved in the
+``state_dict``. Inputs are time-major like the recurrent layers:
+``tokens`` (T, B) long and ``mask`` (T, B) bool, True on real tokens, with
+padding after each sentence. ``forward`` returns logits (B, C).
+
+``KernelClassifier`` (the paper's model, the authors' ``sst/main.py``)::
+
+    tokens -> E (T,B,d_in) -> dropout -> layer 1 -> h1 (T,B,d) -> dropout -> layer 2 -> h2 ...
+    z = [mean_t h1 ; mean_t h2 ; mean_t h3]        (B, depth·d), means over real tokens only
+    logits = W dropout(z)                           (B, C), no bias (as the authors)
+
+Each layer is a :class:`StringKernelLayer` with n = 2, multiplicative
+mapping, normalized aggregation (a_t = 1 - λ_t) and h = σ(c_1 + c_2) (the
+authors' ``MKernelNN`` with ``combine_c``). Decay is gated on x[t] and
+h[t-1] (Table 2, "gated λ") or constant λ = 0.5 (the other row). The layers
+are stacked here rather than through :class:`StringKernelNet` because the
+authors drop out between layers, and put highway connections (when on) on
+layers 2.. only. With d_in = 300, d = 200, depth 3, 5 classes, gated decay
+and no highway there are 543,600 trained parameters, the authors' "around
+540k" (with highway on layers 2-3: 624,000; so their runs had it off).
+
+``KimCNN`` (Kim 2014, CNN-static): widths 3, 4, 5 × 100 filters, ReLU,
+max over time, dropout 0.5, linear. ``BiLSTMClassifier``: one bidirectional
+``nn.LSTM`` layer, masked mean of the outputs or the two final states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Union
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+
+POOLINGS = ("mean", "last")
+
+
+@dataclass
+class KernelClassifierConfig:
+    """Kernel NN classifier hyper-parameters: the harness's, then the layers'.
+
+    Defaults are the paper's fine-grained setting (authors' README: dropout
+    0.35, rnn dropout 0.2; 0.1 for binary). ``activation`` "relu" is the
+    default of the authors' ``sst/options.py``, which their README does not
+    override. ``highway`` applies to layers 2..depth (the authors' rule).
+    """
+
+    name: str = "knn_sst"
+    n_classes: int = 5
+    d_hidden: int = 200
+    depth: int = 3
+    dropout: float = 0.35  # on embeddings, between layers, on the pooled features
+    pooling: str = "mean"  # per-layer masked mean over time, or the last real state
+    n: int = 2
+    mapping: str = "multiplicative"
+    normalized: bool = True
+    output: str = "sum"
+    activation: str = "relu"
+    decay: str = "gated_xh"
+    decay_value: float = 0.5
+    highway: bool = False
+    rnn_dropout: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        for name in ("n_classes", "d_hidden", "depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        self.kernel_config(0)  # StringKernelConfig rejects bad values with a one-line ValueError
+
+    def kernel_config(self, layer: int) -> StringKernelConfig:
+        """Layer ``layer``'s (0-based) config: the shared fields; highway only above layer 0."""
+        shared = {f.name: getattr(self, f.name) for f in fields(StringKernelConfig)}
+        return StringKernelConfig(**{**shared, "highway": self.highway and layer > 0})
+
+
+@dataclass
+class KimCNNConfig:
+    """Kim (2014) CNN hyper-parameters (CNN-static: fixed vectors)."""
+
+    name: str = "kim_cnn"
+    n_classes: int = 5
+    widths: tuple[int, ...] = (3, 4, 5)
+    filters: int = 100  # per width
+    dropout: float = 0.5  # on the pooled features
+
+
+@dataclass
+class BiLSTMConfig:
+    """Bidirectional LSTM baseline (Tai et al. 2015 use d = 150 per direction)."""
+
+    name: str = "bilstm"
+    n_classes: int = 5
+    d_hidden: int = 150  # per direction
+    dropout: float = 0.5  # on embeddings and on the pooled features
+    pooling: str = "mean"  # masked mean of [fwd; bwd] outputs, or "last": final states
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+
+
+ClassifierConfig = Union[KernelClassifierConfig, KimCNNConfig, BiLSTMConfig]
+
+
+# --------------------------------------------------------------------------- #
+# Shared pieces
+# --------------------------------------------------------------------------- #
+
+
+def masked_mean(h: Tensor, mask: Tensor) -> Tensor:
+    """Mean of h (T, B, d) over the real steps of each column -> (B, d)."""
+    m = mask.unsqueeze(-1).to(h.dtype)  # (T, B, 1)
+    return (h * m).sum(0) / m.sum(0).clamp_min(1.0)
+
+
+def last_real(h: Tensor, mask: Tensor) -> Tensor:
+    """h at each column's last real step: (T, B, d) -> (B, d)."""
+    last = (mask.long().sum(0) - 1).clamp_min(0)  # (B,)
+    return h[last, torch.arange(h.shape[1], device=h.device)]
+
+
+class _FixedEmbedding(nn.Module):
+    """A frozen (V, d) lookup table held as a buffer."""
+
+    def __init__(self, vectors: Tensor) -> None:
+        super().__init__()
+        if vectors.dim() != 2:
+            raise ValueError(f"vectors must be (V, d), got shape {tuple(vectors.shape)}")
+        self.register_buffer("weight", vectors.detach().clone())
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        return nn.functional.embedding(tokens, self.weight)  # (..., d)
+
+
+def trainable_parameters(model: nn.Module) -> int:
+    """Number of trained scalars (the fixed embedding table is a buffer, not counted)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# --------------------------------------------------------------------------- #
+# Models
+# --------------------------------------------------------------------------- #
+
+
+class KernelClassifier(nn.Module):
+    """The paper's SST model; see the module docstring for the diagram."""
+
+    def __init__(self, cfg: KernelClassifierConfig, vectors: Tensor) -> None:
+        """``vectors``: fixed (V, d_in) table (zeros of that shape before loading a checkpoint)."""
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = _FixedEmbedding(vectors)
+        d_in = vectors.shape[1]
+        self.layers = nn.ModuleList(
+            StringKernelLayer(d_in if l == 0 else cfg.d_hidden, cfg.d_hidden, cfg.kernel_config(l))
+            for l in range(cfg.depth)
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(cfg.depth * cfg.d_hidden, cfg.n_classes, bias=False)
+
+    def features(self, tokens: Tensor, mask: Tensor) -> Tensor:
+        """Concatenated per-layer summaries z (B, depth·d), before the output dropout."""
+        h = self.embedding(tokens)  # (T, B, d_in)
+        pool = masked_mean if self.cfg.pooling == "mean" else last_real
+        pooled = []
+        for layer in self.layers:
+            h, _ = layer(self.drop(h), mask=mask)  # (T, B, d); padded steps are 0
+            pooled.append(pool(h, mask))  # summaries see h before dropout, as the authors'
+        return torch.cat(pooled, dim=-1)  # (B, depth·d)
+
+    def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
+        """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
+        return self.out(self.drop(self.features(tokens, mask)))
+
+
+class KimCNN(nn.Module):
+    """Kim (2014) CNN over fixed vectors, with padding masked out of the max.
+
+    Each sentence is zero-padded by w-1 on both sides (Kim's wide
+    convolution), so a width-w filter has L + w - 1 windows, each touching a
+    real token; windows lying wholly in batch padding are set to -inf before
+    the max, so a sentence's features do not depend on its batch.
+    """
+
+    def __init__(self, cfg: KimCNNConfig, vectors: Tensor) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = _FixedEmbedding(vectors)
+        d_in = vectors.shape[1]
+        self.convs = nn.ModuleList(
+            nn.Conv1d(d_in, cfg.filters, w, padding=w - 1) for w in cfg.widths
+        )
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(len(cfg.widths) * cfg.filters, cfg.n_classes)
+
+    def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
+        """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
+        x = self.embedding(tokens) * mask.unsqueeze(-1).to(self.embedding.weight.dtype)
+        x = x.permute(1, 2, 0)  # (B, d_in, T): padding columns are exact zeros
+        lengths = mask.long().sum(0)  # (B,)
+        pooled = []
+        for conv, w in zip(self.convs, self.cfg.widths):
+            a = torch.relu(conv(x))  # (B, F, T + w - 1)
+            pos = torch.arange(a.shape[-1], device=a.device)
+            valid = pos.unsqueeze(0) < (lengths + w - 1).unsqueeze(1)  # (B, T + w - 1)
+            pooled.append(a.masked_fill(~valid.unsqueeze(1), float("-inf")).amax(-1))  # (B, F)
+        return self.out(self.drop(torch.cat(pooled, dim=-1)))
+
+
+class BiLSTMClassifier(nn.Module):
+    """Bidirectional LSTM over fixed vectors; sequences are packed so padding is skipped."""
+
+    def __init__(self, cfg: BiLSTMConfig, vectors: Tensor) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = _FixedEmbedding(vectors)
+        self.rnn = nn.LSTM(vectors.shape[1], cfg.d_hidden, bidirectional=True)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(2 * cfg.d_hidden, cfg.n_classes)
+
+    def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
+        """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
+        x = self.drop(self.embedding(tokens))  # (T, B, d_in)
+        lengths = mask.long().sum(0).cpu()
+        packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+        out, (h_n, _) = self.rnn(packed)  # h_n (2, B, d): final fwd and bwd states
+        if self.cfg.pooling == "mean":
+            h, _ = pad_packed_sequence(out, total_length=tokens.shape[0])  # (T, B, 2d), pads 0
+            z = masked_mean(h, mask)
+        else:
+            z = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, 2d)
+        return self.out(self.drop(z))
+
+
+MODELS: dict[str, type[nn.Module]] = {
+    "knn_sst": KernelClassifier,
+    "kim_cnn": KimCNN,
+    "bilstm": BiLSTMClassifier,
+}
+CONFIGS: dict[str, type] = {
+    "knn_sst": KernelClassifierConfig,
+    "kim_cnn": KimCNNConfig,
+    "bilstm": BiLSTMConfig,
+}
+
+
+def build_classifier(cfg: ClassifierConfig, vectors: Tensor) -> nn.Module:
+    """The classifier named by ``cfg.name`` over the fixed ``vectors`` (V, d_in)."""
+    if cfg.name not in MODELS:
+        raise ValueError(f"unknown classifier {cfg.name!r}; known: {sorted(MODELS)}")
+    return MODELS[cfg.name](cfg, vectors)

@@ -1,0 +1,151 @@
+"""Word-level language models for PTB (paper Section 5.1, Table 1).
+
+Both models share one harness and differ only in the recurrent encoder::
+
+    ids (T,B) -> Embedding (V,d) -> dropout -> encoder (depth layers, width d)
+              -> dropout -> Linear (d -> V), weight tied to the embedding -> logits (T,B,V)
+
+``KernelLM`` uses the string-kernel network (n=1, normalized, decay and
+highway from the config); ``LSTMLM`` is the baseline with ``nn.LSTM`` in the
+same harness, so the two differ in the encoder alone. Dropout is applied
+where the authors apply it: on the embeddings and on the top layer's output;
+``rnn_dropout`` (variational, inside the kernel layers) is the kernel
+network's own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor, nn
+
+from knn.layers.string_kernel import KernelState, StringKernelConfig, StringKernelNet
+
+LSTMState = tuple[Tensor, Tensor]  # (h, c), each (depth, B, d)
+# A learned decay starts at the configured λ (the layer sets its logit), not 0.
+_KEEP_INIT = ("decay_logit",)
+
+
+@dataclass
+class KernelLMConfig:
+    """KernelLM hyper-parameters: the harness's, then StringKernelConfig's."""
+
+    name: str = "knn_lm"
+    d: int = 355  # embedding and hidden width (tying needs them equal)
+    depth: int = 3
+    dropout: float = 0.5  # on embeddings and on the top layer's output
+    tie: bool = True
+    n: int = 1
+    mapping: str = "multiplicative"
+    normalized: bool = True
+    output: str = "last"
+    activation: str = "identity"
+    decay: str = "gated_xh"
+    decay_value: float = 0.5
+    highway: bool = True
+    rnn_dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.kernel_config()  # StringKernelConfig rejects bad values with a one-line ValueError
+
+    def kernel_config(self) -> StringKernelConfig:
+        """The fields StringKernelConfig knows, copied over."""
+        return StringKernelConfig(**{f.name: getattr(self, f.name) for f in fields(StringKernelConfig)})
+
+
+@dataclass
+class LSTMLMConfig:
+    """LSTMLM hyper-parameters (the harness's only)."""
+
+    name: str = "lstm_lm"
+    d: int = 650
+    depth: int = 2
+    dropout: float = 0.5
+    tie: bool = True
+
+
+class _TiedLM(nn.Module):
+    """Embedding -> dropout -> ``self.encode`` -> dropout -> tied softmax layer."""
+
+    def __init__(self, vocab_size: int, d: int, dropout: float, tie: bool) -> None:
+        super().__init__()
+        self.d = d
+        self.embedding = nn.Embedding(vocab_size, d)
+        self.drop = nn.Dropout(dropout)
+        self.decoder = nn.Linear(d, vocab_size)
+        if tie:
+            # Weight tying: Press & Wolf (2017) "Using the Output Embedding to
+            # Improve Language Models"; Inan et al. (2017) "Tying Word Vectors
+            # and Word Classifiers". The paper's Table 1 follows Press & Wolf.
+            self.decoder.weight = self.embedding.weight
+
+    def encode(self, x: Tensor, state: object) -> tuple[Tensor, object]:
+        raise NotImplementedError
+
+    def forward(self, ids: Tensor, state: object = None) -> tuple[Tensor, object]:
+        """``ids`` (T,B) -> logits (T,B,V) and the encoder's final state."""
+        x = self.drop(self.embedding(ids))  # (T,B,d)
+        h, state = self.encode(x, state)  # (T,B,d)
+        return self.decoder(self.drop(h)), state  # (T,B,V)
+
+    def reset_parameters(self, keep: tuple[str, ...] = ()) -> None:
+        """The authors' init: matrices U(±sqrt(3/d)), vectors zero.
+
+        Parameters whose name contains one of ``keep`` are left as their
+        module initialised them (e.g. a learned decay that starts at a set λ).
+        """
+        bound = math.sqrt(3.0 / self.d)
+        for name, p in self.named_parameters():
+            if any(k in name for k in keep):
+                continue
+            with torch.no_grad():
+                if p.dim() > 1:
+                    p.uniform_(-bound, bound)
+                else:
+                    p.zero_()
+
+
+class KernelLM(_TiedLM):
+    """Language model whose encoder is a :class:`StringKernelNet`."""
+
+    def __init__(self, vocab_size: int, cfg: KernelLMConfig) -> None:
+        super().__init__(vocab_size, cfg.d, cfg.dropout, cfg.tie)
+        self.rnn = StringKernelNet(cfg.d, cfg.d, cfg.depth, cfg.kernel_config())
+        self.reset_parameters(keep=_KEEP_INIT)
+
+    def encode(
+        self, x: Tensor, state: list[KernelState] | None
+    ) -> tuple[Tensor, list[KernelState]]:
+        h, state, _ = self.rnn(x, state)  # (T,B,d), one KernelState per layer
+        return h, state
+
+    @staticmethod
+    def state_to_tensors(state: list[KernelState]) -> list[Tensor]:
+        """Flatten for a checkpoint: [c_1, h_1, c_2, h_2, ...]."""
+        return [t for s in state for t in (s.c, s.h)]
+
+    @staticmethod
+    def state_from_tensors(tensors: list[Tensor]) -> list[KernelState]:
+        return [KernelState(c, h) for c, h in zip(tensors[0::2], tensors[1::2])]
+
+
+class LSTMLM(_TiedLM):
+    """The LSTM baseline in the same harness (``nn.LSTM``, tied, same dropout)."""
+
+    def __init__(self, vocab_size: int, cfg: LSTMLMConfig) -> None:
+        super().__init__(vocab_size, cfg.d, cfg.dropout, cfg.tie)
+        self.rnn = nn.LSTM(cfg.d, cfg.d, cfg.depth)
+        self.reset_parameters()
+
+    def encode(self, x: Tensor, state: LSTMState | None) -> tuple[Tensor, LSTMState]:
+        return self.rnn(x, state)
+
+    @staticmethod
+    def state_to_tensors(state: LSTMState) -> list[Tensor]:
+        return list(state)
+
+    @staticmethod
+    def state_from_tensors(tensors: list[Tensor]) -> LSTMState:
+        return tensors[0], tensors[1]

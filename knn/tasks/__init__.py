@@ -1,0 +1,18 @@
+"""Tasks: what the shared trainer trains on (data, model family, loss, metrics).
+
+A task class has a ``Config`` dataclass (its config group's schema), a
+``models`` table (model name -> (class, config dataclass)) and the methods of
+:class:`knn.tasks.base.Task`. Add a task by writing its module and listing it
+in :data:`TASKS`; the trainer finds it by ``task.name``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from knn.tasks.lm import LanguageModeling
+
+#: task name (``task.name`` in the config) -> task class
+TASKS: dict[str, Any] = {"ptb": LanguageModeling}
+
+__all__ = ["TASKS", "LanguageModeling"]

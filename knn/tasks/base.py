@@ -1,0 +1,81 @@
+"""What the shared trainer needs from a task.
+
+The loop in :mod:`knn.train.loop` knows nothing about language modelling,
+sentiment or molecules: it asks the task for a model, for training batch i of
+epoch e, for the loss of a batch, and for validation/test metrics. Training
+batches are addressed by (epoch, index) rather than drawn from an iterator so
+that a run stopped mid-epoch resumes at the same batch (tasks that shuffle
+derive the order from the seed and the epoch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import torch
+from torch import nn
+
+
+@dataclass
+class StepResult:
+    """One training batch: the loss to back-propagate and what to log.
+
+    ``Σ total / Σ count`` over an epoch is the task's training loss in its
+    reporting unit (per token for language models), which may differ from the
+    scale of ``loss`` (the authors' PTB loss is summed over time steps).
+    ``total`` may stay a device tensor: the loop sums it without a sync.
+    """
+
+    loss: torch.Tensor
+    total: torch.Tensor | float
+    count: int
+
+
+class Task(Protocol):
+    """A task object, built from its config by :func:`knn.tasks.build_task`."""
+
+    name: ClassVar[str]
+    metric: ClassVar[str]  # key of :meth:`evaluate`'s dict used for model selection
+    higher_is_better: ClassVar[bool]
+
+    def setup(self) -> None:
+        """Load data (once, before :meth:`build_model`)."""
+
+    def build_model(self, model_cfg: Any) -> nn.Module:
+        """The model named by ``model_cfg.name``, sized for this task's data."""
+
+    def num_train_batches(self) -> int:
+        """Batches per training epoch."""
+
+    def start_epoch(self, epoch: int) -> None:
+        """Reset per-epoch state (e.g. a carried hidden state)."""
+
+    def train_batch(self, epoch: int, index: int) -> Any:
+        """Training batch ``index`` of ``epoch``, on the task's device."""
+
+    def training_step(self, model: nn.Module, batch: Any) -> StepResult:
+        """Forward one batch in training mode and return its loss."""
+
+    def train_metrics(self, mean_loss: float) -> dict[str, float]:
+        """Epoch training metrics from the mean of ``StepResult.total/count``."""
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        """Metrics on ``split`` ("valid" or "test"); must contain :attr:`metric`."""
+
+    def meta(self) -> dict[str, Any]:
+        """Plain data a checkpoint needs besides the config (e.g. vocabulary size)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Mid-epoch state to checkpoint (tensors/plain data only)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+
+
+def is_better(new: float, best: float | None, higher_is_better: bool) -> bool:
+    """True when ``new`` improves on ``best`` (``None`` means no best yet)."""
+    if best is None:
+        return True
+    return new > best if higher_is_better else new < best

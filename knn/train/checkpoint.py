@@ -1,0 +1,53 @@
+"""Atomic checkpoint files made only of plain data.
+
+A checkpoint is a dict of tensors, dicts, lists, numbers and strings (the
+resolved config included), so ``torch.load(path, weights_only=True)`` reads
+it and the config in it can rebuild the model. Files are written to a
+temporary name in the same directory and renamed over the old one
+(``os.replace``): a crash mid-write leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from knn.data.mirror import atomic_write  # temp file beside the target + os.replace
+
+LAST = "last.pt"  # everything needed to resume; rewritten at every epoch end
+BEST = "best.pt"  # model weights with the best validation metric so far
+
+
+def save(obj: dict[str, Any], path: Path) -> None:
+    """Write ``obj`` to ``path`` with ``torch.save``, atomically."""
+    with atomic_write(Path(path)) as f:
+        torch.save(obj, f)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be read; the message is one line."""
+
+
+def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint with the safe (weights-only) unpickler."""
+    try:
+        return torch.load(Path(path), map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, corrupt, or not a plain-data checkpoint
+        reason = " ".join(str(e).split())[:200] or type(e).__name__
+        raise CheckpointError(f"cannot read checkpoint {path}: {reason}") from None
+
+
+def write_json(obj: Any, path: Path) -> None:
+    """Write ``obj`` as indented JSON, atomically."""
+    text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    with atomic_write(Path(path)) as f:
+        f.write(text.encode())
+
+
+def append_jsonl(obj: Any, path: Path) -> None:
+    """Append one JSON line (a torn last line is the worst a crash can do)."""
+    with open(path, "a") as f:
+        f.write(json.dumps(obj) + "\n")

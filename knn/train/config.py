@@ -1,0 +1,123 @@
+"""Typed schemas for a training run, and validation of a composed config.
+
+Hydra composes YAML from ``conf/``; :func:`resolve_config` then merges each
+part onto its dataclass schema (the ``train`` group onto :class:`TrainConfig`,
+``task`` onto the task's ``Config``, ``model`` onto the schema its task lists
+for ``model.name``). A misspelt key or a value of the wrong type fails here
+with OmegaConf's one-line message, whether the config came from the command
+line, from Hydra's compose API in a test, or from a plain dict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from knn.tasks import TASKS
+from knn.train.optim import OPTIMIZERS, SCHEDULES
+
+
+#: The repository's config tree (an editable install keeps it beside the package).
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+def experiment_names(task: str | None = None) -> list[str]:
+    """``experiment=`` choices under ``conf/experiment/<task>/``, e.g. ``ptb/gated_5m``."""
+    root = CONF_DIR / "experiment"
+    return sorted(f"{p.parent.name}/{p.stem}" for p in root.glob(f"{task or '*'}/*.yaml"))
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message is one line."""
+
+
+@dataclass
+class TrainConfig:
+    """The ``train`` group: optimisation, schedule, stopping, checkpoints."""
+
+    optimizer: str = "sgd"  # sgd | adam
+    lr: float = 1.0
+    momentum: float = 0.0
+    weight_decay: float = 0.0  # L2 penalty, applied by the optimizer
+    schedule: str = "decay_after"  # constant | decay_after | exponential (see knn.train.optim)
+    lr_decay: float = 1.0
+    lr_decay_epoch: int = 10
+    clip: Optional[float] = 5.0  # max global gradient norm; None: no clipping
+    max_epochs: int = 50
+    max_steps: Optional[int] = None
+    max_minutes: Optional[float] = None  # wall-clock budget for training
+    patience: Optional[int] = None  # stop after this many epochs without improvement
+    resume: bool = False  # continue from <run_dir>/last.pt
+    deterministic: bool = False
+    progress: Optional[bool] = None  # tqdm bars; None: only when stderr is a terminal
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+
+
+@dataclass
+class RunConfig:
+    """The whole run; ``task`` and ``model`` are typed by their own schemas."""
+
+    task: Any = None  # validated against the task's own schema
+    model: Any = None  # validated against the schema its task lists for model.name
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: Optional[int] = None  # torch intra-op threads; None: torch's default
+    variant: str = "default"  # experiment name, recorded in result.json
+    paper: Optional[Dict[str, Any]] = None  # the paper's number this run targets
+    run_dir: Optional[str] = None  # where checkpoints and results go; None: cwd
+
+
+def _typed(schema: type, node: Any, where: str) -> DictConfig:
+    """``node`` merged onto ``schema``: defaults filled, types checked, no extra keys."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), node)
+    except OmegaConfBaseException as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        key = ".".join(k for k in (where, str(getattr(e, "full_key", "") or "")) if k)
+        raise ConfigError(f"config error: {msg}" + (f" (key: {key})" if key else "")) from None
+    OmegaConf.set_struct(merged, True)
+    return merged
+
+
+def resolve_config(cfg: Any) -> DictConfig:
+    """Validate ``cfg`` (DictConfig or dict) and return it typed and resolved.
+
+    Raises :class:`ConfigError` with a one-line message on unknown keys,
+    wrong types, or unknown task/model names.
+    """
+    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
+    node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    task_name = OmegaConf.select(node, "task.name")
+    if task_name not in TASKS:
+        raise ConfigError(f"task.name={task_name!r}: expected one of {sorted(TASKS)}")
+    task_cls = TASKS[task_name]
+    model_name = OmegaConf.select(node, "model.name")
+    if model_name not in task_cls.models:
+        known = sorted(task_cls.models)
+        raise ConfigError(f"model.name={model_name!r} is not a {task_name} model: {known}")
+    rest = {k: v for k, v in node.items() if k not in ("task", "model")}
+    run = _typed(RunConfig, rest, "")
+    with open_dict(run):
+        run.task = _typed(task_cls.Config, node.task, "task")
+        run.model = _typed(task_cls.models[model_name][1], node.model, "model")
+    for part in ("train", "task", "model"):
+        try:  # build the dataclass once so its own checks (__post_init__) run now
+            to_dataclass(run[part])
+        except ValueError as e:
+            raise ConfigError(f"config error: {part}: {e}") from None
+    return run
+
+
+def to_dataclass(node: DictConfig) -> Any:
+    """The dataclass instance behind a typed node (models take dataclasses)."""
+    return OmegaConf.to_object(node)

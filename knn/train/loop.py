@@ -1,0 +1,249 @@
+"""The one training loop shared by every task.
+
+``train(cfg)`` is a plain function: Hydra's entry point (``__main__``) and the
+tests both call it with a composed config. Per epoch it trains over the
+task's batches, validates, keeps the best model (``best.pt``) and writes a
+resumable checkpoint (``last.pt``) and a line of ``metrics.jsonl``. At the
+end it evaluates the best model on validation and test data and writes
+``result.json``. A wall-clock budget, a step limit or early stopping end the
+run early; a non-finite loss stops it with an error, keeping the last good
+checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from tqdm import tqdm
+
+from knn.tasks import TASKS
+from knn.tasks.base import is_better
+from knn.train import checkpoint as ckpt
+from knn.train import dist
+from knn.train.config import ConfigError, resolve_config, to_dataclass
+from knn.train.optim import EpochSchedule, build_optimizer
+from knn.train.provenance import device_name, git_commit
+from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLoss(RuntimeError):
+    """The training loss became NaN or infinite; the message is one line."""
+
+
+@dataclass
+class Progress:
+    """Where training is; saved in every checkpoint."""
+
+    epoch: int = 0  # current epoch (0-based)
+    batch: int = 0  # next batch index within ``epoch``
+    step: int = 0  # optimizer steps taken
+    best: float | None = None  # best validation metric so far
+    best_epoch: int = -1
+    bad_epochs: int = 0  # epochs since the best (for patience)
+    elapsed: float = 0.0  # seconds of training so far, over all resumed segments
+
+
+def pick_device(name: str) -> torch.device:
+    """``auto`` is CUDA when available, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={name}: CUDA is not available here (use device=cpu or auto)")
+    return torch.device(name)
+
+
+def count_params(model: nn.Module) -> int:
+    """Trainable parameters; tied weights count once."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Train, select on validation, test, and return the ``result.json`` dict.
+
+    ``overrides`` are the command-line overrides that produced ``cfg``; they
+    are recorded as the exact command that reproduces the run.
+    """
+    trainer = Trainer(resolve_config(cfg))
+    stop_reason = trainer.fit()
+    return trainer.finish(stop_reason, overrides or [])
+
+
+class Trainer:
+    """One run: the task, its model and optimizer, progress and run-dir files."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg, self.t = cfg, cfg.train
+        self.run_dir = Path(cfg.run_dir or ".")
+        self.last_path = self.run_dir / ckpt.LAST
+        self.best_path = self.run_dir / ckpt.BEST
+        if self.last_path.exists() and not self.t.resume:
+            raise ConfigError(f"{self.last_path} exists: pass train.resume=true to continue it, "
+                              "or use a new run dir")
+        if self.t.resume and not self.last_path.exists():
+            raise ConfigError(f"train.resume=true but there is no checkpoint at {self.last_path}")
+
+        self.device = pick_device(cfg.device)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        set_deterministic(self.t.deterministic)
+        seed_everything(cfg.seed)  # before the model is built: it fixes the init
+        self.task = TASKS[cfg.task.name](to_dataclass(cfg.task), self.device, seed=cfg.seed)
+        self.task.setup()
+        self.model = self.task.build_model(to_dataclass(cfg.model)).to(self.device)
+        self.optimizer = build_optimizer(self.model, self.t)
+        self.schedule = EpochSchedule(self.optimizer, self.t)
+        self.plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+        self.p = Progress()
+        if self.t.resume:
+            self._resume()
+        self.n_params = count_params(self.model)
+        log.info("%s / %s: %d trainable parameters on %s", cfg.task.name, cfg.model.name,
+                 self.n_params, self.device)
+        self.show = self.t.progress if self.t.progress is not None else sys.stderr.isatty()
+        self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
+
+    def _resume(self) -> None:
+        state = ckpt.load(self.last_path, map_location=self.device)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+        self.task.load_state_dict(state["task_state"])
+        self.p = Progress(**state["progress"])
+        set_rng_state(state["rng"])
+        log.info("resumed from %s at epoch %d batch %d", self.last_path, self.p.epoch, self.p.batch)
+
+    def _limit_reached(self) -> str | None:
+        if self.t.max_steps is not None and self.p.step >= self.t.max_steps:
+            return "max_steps"
+        if self.t.max_minutes is not None and time.monotonic() - self.clock > 60 * self.t.max_minutes:
+            return "max_minutes"
+        return None
+
+    def fit(self) -> str:
+        """Train epoch by epoch until a limit; return why training stopped."""
+        if self.t.resume and (reason := self._limit_reached()):
+            return reason  # resumed past its step or time limit: nothing to train
+        while self.p.epoch < self.t.max_epochs:
+            lr = self.schedule.set_epoch(self.p.epoch)
+            if self.p.batch == 0:
+                self.task.start_epoch(self.p.epoch)
+            n_batches = self.task.num_train_batches()
+            train_loss = self._train_epoch(n_batches, lr)
+            # Validate also when stopped mid-epoch, so a budgeted run's last
+            # stretch of training can still become the selected model.
+            self._end_of_epoch(train_loss, lr, full=self.p.batch >= n_batches)
+            if reason := self._limit_reached():
+                return reason
+            if self.t.patience is not None and self.p.bad_epochs >= self.t.patience:
+                return "patience"
+        return "max_epochs"
+
+    def _train_epoch(self, n_batches: int, lr: float) -> float | None:
+        """Train from batch ``p.batch`` to the end of the epoch or a limit; mean loss."""
+        p, total, count = self.p, 0.0, 0
+        self.model.train()
+        bar = tqdm(total=n_batches, initial=p.batch, desc=f"epoch {p.epoch}",
+                   disable=not self.show, leave=False, dynamic_ncols=True)
+        with bar:
+            while p.batch < n_batches:
+                out = self.task.training_step(self.model, self.task.train_batch(p.epoch, p.batch))
+                if not torch.isfinite(out.loss):
+                    raise NonFiniteLoss(
+                        f"loss is {float(out.loss.detach())} at step {p.step + 1} "
+                        f"(epoch {p.epoch}, batch {p.batch}); stopped, last good checkpoint: "
+                        f"{self.last_path if self.last_path.exists() else 'none'}")
+                self.optimizer.zero_grad(set_to_none=True)
+                out.loss.backward()
+                if self.t.clip:
+                    nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
+                self.optimizer.step()
+                p.step, p.batch = p.step + 1, p.batch + 1
+                total, count = total + out.total, count + out.count
+                bar.update(1)
+                if self.show and p.step % 20 == 0:  # float() waits for the device: only when shown
+                    bar.set_postfix(loss=f"{float(total) / count:.3f}", lr=f"{lr:.3g}")
+                if self._limit_reached():
+                    break
+        return float(total) / count if count else None
+
+    def _end_of_epoch(self, train_loss: float | None, lr: float, full: bool) -> None:
+        """Validate, keep the best model, checkpoint, log a metrics line."""
+        p, task = self.p, self.task
+        valid = task.evaluate(self.model, "valid")
+        improved = is_better(valid[task.metric], p.best, task.higher_is_better)
+        if improved:
+            p.best, p.best_epoch, p.bad_epochs = valid[task.metric], p.epoch, 0
+            self._save({"model": self.model.state_dict(), "epoch": p.epoch, "valid": valid},
+                       self.best_path)
+        elif full:
+            p.bad_epochs += 1
+        record = {"epoch": p.epoch, "step": p.step, "lr": lr, "partial": not full,
+                  "train": {} if train_loss is None else task.train_metrics(train_loss),
+                  "valid": valid, "best": improved}
+        if full:
+            p.epoch, p.batch = p.epoch + 1, 0
+        p.elapsed = record["elapsed"] = time.monotonic() - self.clock
+        self._save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "schedule": self.schedule.state_dict(), "task_state": task.state_dict(),
+                    "progress": vars(p).copy(), "rng": get_rng_state()}, self.last_path)
+        if dist.is_main():
+            ckpt.append_jsonl(record, self.run_dir / "metrics.jsonl")
+        log.info("epoch %d%s  lr %.4g  train %s  valid %s%s", record["epoch"],
+                 "" if full else " (partial)", lr, _fmt(record["train"]), _fmt(valid),
+                 "  *" if improved else "")
+
+    def _save(self, state: dict[str, Any], path: Path) -> None:
+        """Checkpoint ``state`` plus what rebuilds the model (rank 0 only)."""
+        if dist.is_main():
+            ckpt.save({**state, "config": self.plain_cfg, "meta": self.task.meta()}, path)
+
+    def finish(self, stop_reason: str, overrides: list[str]) -> dict[str, Any]:
+        """Evaluate the best checkpoint on valid and test; write ``result.json``."""
+        if self.best_path.exists():
+            best = ckpt.load(self.best_path, map_location=self.device)
+            self.model.load_state_dict(best["model"])
+        metrics = {split: self.task.evaluate(self.model, split) for split in ("valid", "test")}
+        cfg, t = self.cfg, self.t
+        result = {
+            "task": cfg.task.name,
+            "model": cfg.model.name,
+            "variant": cfg.variant,
+            "params": self.n_params,
+            "metrics": metrics,
+            "metric": self.task.metric,
+            "best_epoch": self.p.best_epoch,
+            "epochs": self.p.epoch,
+            "steps": self.p.step,
+            "stop_reason": stop_reason,
+            "wall_seconds": round(time.monotonic() - self.clock, 2),
+            "device": device_name(self.device),
+            "torch_version": torch.__version__,
+            "git_commit": git_commit(),
+            "seed": cfg.seed,
+            "budgeted": stop_reason == "max_minutes",
+            "budget_minutes": t.max_minutes,
+            "command": shlex.join(["python", "-m", "knn.train", *overrides]),
+            "paper": self.plain_cfg.get("paper"),
+            "config": self.plain_cfg,
+        }
+        if dist.is_main():
+            ckpt.write_json(result, self.run_dir / "result.json")
+        log.info("done (%s): valid %s  test %s", stop_reason, _fmt(metrics["valid"]),
+                 _fmt(metrics["test"]))
+        return result
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return " ".join(f"{k}={v:.4g}" if math.isfinite(v) else f"{k}={v}" for k, v in metrics.items())

@@ -1,0 +1,108 @@
+"""Tests for knn.models.classifier: parameter counts, padding invariance, fixed vectors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from knn.models.classifier import (
+    BiLSTMConfig,
+    KernelClassifierConfig,
+    KimCNNConfig,
+    build_classifier,
+    last_real,
+    masked_mean,
+    trainable_parameters,
+)
+
+V, D_IN = 50, 300
+
+
+def vectors(dtype: torch.dtype = torch.float32, d: int = D_IN) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(V, d, generator=g, dtype=dtype)
+    return v / v.norm(dim=1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    "cfg, count",
+    [
+        # The authors' README: "3-layer network with around 540k parameters".
+        # Layer 1: W1, W2, W_λ (3·300·200) + U_λ (200·200) + b_λ = 220,200;
+        # layers 2-3: 3·200·200 + 200·200 + 200 = 160,200; softmax 600·C, no bias.
+        (KernelClassifierConfig(), 543_600),
+        (KernelClassifierConfig(n_classes=2), 541_800),
+        (KernelClassifierConfig(decay="constant"), 283_000),  # Table 2, λ = 0.5
+        (KernelClassifierConfig(highway=True), 624_000),  # + W_f, b_f on layers 2-3
+        (KimCNNConfig(), 300 * 100 * 12 + 300 + 300 * 5 + 5),
+        (BiLSTMConfig(), 2 * (4 * 150 * (300 + 150) + 8 * 150) + 300 * 5 + 5),
+    ],
+)
+def test_trainable_parameter_counts(cfg, count):
+    model = build_classifier(cfg, vectors())
+    assert trainable_parameters(model) == count
+    assert "embedding.weight" in model.state_dict()  # fixed table travels with checkpoints
+
+
+CONFIGS = [
+    KernelClassifierConfig(d_hidden=8, n_classes=3),
+    KernelClassifierConfig(d_hidden=8, n_classes=3, decay="constant", pooling="last"),
+    KernelClassifierConfig(d_hidden=8, n_classes=3, highway=True, activation="tanh"),
+    KimCNNConfig(filters=4, n_classes=3),
+    BiLSTMConfig(d_hidden=6, n_classes=3),
+    BiLSTMConfig(d_hidden=6, n_classes=3, pooling="last"),
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.name}-{getattr(c, 'pooling', '')}")
+def test_padding_does_not_change_a_sentences_logits(cfg):
+    torch.manual_seed(0)
+    model = build_classifier(cfg, vectors(torch.float64, d=12)).double().eval()
+    lengths = [5, 1, 3, 2]  # one shorter than the smallest CNN width
+    T = max(lengths) + 2  # extra padding for every sentence
+    g = torch.Generator().manual_seed(1)
+    # Padding slots hold real word ids, so only the mask can hide them.
+    tokens = torch.randint(1, V, (T, len(lengths)), generator=g)
+    mask = torch.arange(T).unsqueeze(1) < torch.tensor(lengths).unsqueeze(0)
+    with torch.no_grad():
+        batch = model(tokens, mask)
+        assert batch.shape == (len(lengths), 3) and batch.dtype == torch.float64
+        for b, n in enumerate(lengths):
+            single = model(tokens[:n, b : b + 1], torch.ones(n, 1, dtype=torch.bool))
+            torch.testing.assert_close(batch[b : b + 1], single, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("cfg", CONFIGS[:1] + CONFIGS[3:5], ids=lambda c: c.name)
+def test_training_step_leaves_vectors_fixed(cfg):
+    torch.manual_seed(0)
+    model = build_classifier(cfg, vectors(d=12)).train()
+    before = model.embedding.weight.clone()
+    tokens = torch.randint(1, V, (4, 3))
+    mask = torch.ones(4, 3, dtype=torch.bool)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    loss = torch.nn.functional.cross_entropy(model(tokens, mask), torch.tensor([0, 1, 2]))
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())
+    opt.step()
+    assert torch.equal(model.embedding.weight, before)
+
+
+def test_pooling_helpers():
+    h = torch.arange(12.0).view(3, 2, 2)  # (T=3, B=2, d=2)
+    mask = torch.tensor([[True, True], [True, False], [True, False]])
+    torch.testing.assert_close(masked_mean(h, mask), torch.tensor([[4.0, 5.0], [2.0, 3.0]]))
+    torch.testing.assert_close(last_real(h, mask), torch.tensor([[8.0, 9.0], [2.0, 3.0]]))
+
+
+def test_configs_reject_bad_values():
+    with pytest.raises(ValueError, match="pooling"):
+        KernelClassifierConfig(pooling="max")
+    with pytest.raises(ValueError, match="decay"):
+        KernelClassifierConfig(decay="sometimes")
+    with pytest.raises(ValueError, match="unknown classifier"):
+        build_classifier(KimCNNConfig(name="resnet"), vectors())
+
+
+def test_highway_only_above_the_first_layer():
+    cfg = KernelClassifierConfig(highway=True)
+    assert [cfg.kernel_config(l).highway for l in range(3)] == [False, True, True]

@@ -1,0 +1,73 @@
+"""KernelLM and LSTMLM: shapes, weight tying, the authors' init, state round trip."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
+
+V, T, B = 50, 7, 3
+
+
+def models() -> list[torch.nn.Module]:
+    torch.manual_seed(0)
+    return [
+        KernelLM(V, KernelLMConfig(d=8, depth=2, dropout=0.0)),
+        KernelLM(V, KernelLMConfig(d=8, depth=2, decay="learned", decay_value=0.8)),
+        LSTMLM(V, LSTMLMConfig(d=8, depth=2, dropout=0.0)),
+    ]
+
+
+@pytest.mark.parametrize("model", models(), ids=["kernel", "kernel-learned", "lstm"])
+def test_shapes_and_tying(model) -> None:
+    ids = torch.randint(0, V, (T, B))
+    logits, state = model(ids)
+    assert logits.shape == (T, B, V)
+    assert model.decoder.weight is model.embedding.weight
+    params = list(model.parameters())
+    assert sum(p is model.embedding.weight for p in params) == 1  # counted once
+
+
+@pytest.mark.parametrize("model", models(), ids=["kernel", "kernel-learned", "lstm"])
+def test_carried_state_equals_one_pass(model) -> None:
+    """Two halves with the state carried over equal one pass over the whole."""
+    model.eval()
+    ids = torch.randint(0, V, (T, B))
+    whole, _ = model(ids)
+    first, state = model(ids[:3])
+    flat = model.state_to_tensors(state)
+    second, _ = model(ids[3:], model.state_from_tensors([t.clone() for t in flat]))
+    torch.testing.assert_close(torch.cat([first, second]), whole)
+
+
+def test_authors_init() -> None:
+    model = KernelLM(V, KernelLMConfig(d=8, depth=1, decay="learned", decay_value=0.8))
+    bound = math.sqrt(3.0 / 8)
+    for name, p in model.named_parameters():
+        if name.endswith("decay_logit"):  # starts at the configured λ, not 0
+            torch.testing.assert_close(torch.sigmoid(p), torch.full_like(p, 0.8))
+        elif p.dim() > 1:
+            assert p.abs().max() <= bound and p.abs().max() > 0.5 * bound, name
+        else:
+            assert torch.all(p == 0), name
+
+
+def test_untied() -> None:
+    model = LSTMLM(V, LSTMLMConfig(d=8, depth=1, tie=False))
+    assert model.decoder.weight is not model.embedding.weight
+
+
+def test_bad_kernel_value_fails_at_config() -> None:
+    with pytest.raises(ValueError, match="decay must be one of"):
+        KernelLMConfig(decay="gated")
+
+
+def test_config_mirrors_string_kernel_config() -> None:
+    from dataclasses import fields
+
+    from knn.layers.string_kernel import StringKernelConfig
+
+    assert {f.name for f in fields(StringKernelConfig)} <= {f.name for f in fields(KernelLMConfig)}

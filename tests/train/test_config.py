@@ -1,0 +1,69 @@
+"""Every config composes and validates; bad keys and values fail in one line."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from knn.train.config import ConfigError, experiment_names, resolve_config
+
+
+def test_experiments_exist() -> None:
+    names = experiment_names("ptb")
+    table1 = ["gated_5m", "const_5m", "learned_5m", "gated_20m", "gated_vd_20m", "gated_vd_4layer_20m"]
+    fig2 = ["fig2_cnn", "fig2_const", "fig2_learned", "fig2_gated_x", "fig2_gated_xh"]
+    for name in table1 + fig2 + ["lstm_5m", "lstm_20m"]:
+        assert f"ptb/{name}" in names
+
+
+@pytest.mark.parametrize("experiment", experiment_names())
+def test_experiment_resolves(compose_cfg, experiment: str) -> None:
+    cfg = resolve_config(compose_cfg([f"experiment={experiment}"]))
+    assert cfg.variant == experiment.split("/")[1]
+    assert set(cfg.paper) >= {"table", "row", "metric", "value", "params"}
+
+
+def test_paper_numbers(compose_cfg) -> None:
+    """The Table 1 targets and the authors' settings behind them."""
+    cfg = resolve_config(compose_cfg(["experiment=ptb/gated_5m"]))
+    assert cfg.paper.value == 73.6
+    assert (cfg.model.d, cfg.model.depth, cfg.model.dropout, cfg.model.rnn_dropout) == (355, 3, 0.5, 0.0)
+    assert (cfg.train.lr, cfg.train.lr_decay, cfg.task.batch_size, cfg.task.bptt) == (1.0, 0.9, 32, 35)
+    cfg = resolve_config(compose_cfg(["experiment=ptb/gated_vd_4layer_20m"]))
+    assert (cfg.model.d, cfg.model.depth, cfg.train.lr_decay, cfg.train.max_epochs) == (860, 4, 0.98, 200)
+    assert cfg.paper.value == 63.8
+
+
+def test_smoke_preset_is_tiny(compose_cfg) -> None:
+    cfg = resolve_config(compose_cfg(["experiment=ptb/gated_vd_4layer_20m", "debug=smoke"]))
+    assert (cfg.model.d, cfg.model.depth) == (16, 1)
+    assert cfg.task.limit_train_batches is not None and cfg.train.max_epochs <= 2
+
+
+def test_unknown_key_is_one_line_error(compose_cfg) -> None:
+    cfg = OmegaConf.to_container(compose_cfg([]))
+    cfg["train"]["lr_decya"] = 0.5
+    with pytest.raises(ConfigError, match="lr_decya") as err:
+        resolve_config(cfg)
+    assert "\n" not in str(err.value)
+
+
+def test_wrong_type_is_one_line_error(compose_cfg) -> None:
+    with pytest.raises(ConfigError, match=r"train\.lr") as err:
+        resolve_config(compose_cfg(["train.lr=fast"]))
+    assert "\n" not in str(err.value)
+
+
+def test_bad_model_value_is_config_error(compose_cfg) -> None:
+    with pytest.raises(ConfigError, match="decay must be one of"):
+        resolve_config(compose_cfg(["model.decay=gated"]))
+
+
+def test_unknown_model_name(compose_cfg) -> None:
+    with pytest.raises(ConfigError, match="not a ptb model"):
+        resolve_config(compose_cfg(["model.name=transformer"]))
+
+
+def test_unknown_schedule_is_config_error(compose_cfg) -> None:
+    with pytest.raises(ConfigError, match="train: schedule must be one of"):
+        resolve_config(compose_cfg(["train.schedule=cosine"]))

@@ -164,11 +164,7 @@ class Trainer:
                         f"loss is {float(out.loss.detach())} at step {p.step + 1} "
                         f"(epoch {p.epoch}, batch {p.batch}); stopped, last good checkpoint: "
                         f"{self.last_path if self.last_path.exists() else 'none'}")
-                self.optimizer.zero_grad(set_to_none=True)
-                out.loss.backward()
-                if self.t.clip:
-                    nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
-                self.optimizer.step()
+                self.optimize(out.loss)
                 p.step, p.batch = p.step + 1, p.batch + 1
                 total, count = total + out.total, count + out.count
                 bar.update(1)
@@ -177,6 +173,14 @@ class Trainer:
                 if self._limit_reached():
                     break
         return float(total) / count if count else None
+
+    def optimize(self, loss: torch.Tensor) -> None:
+        """One update: back-propagate ``loss``, clip the gradient norm, step."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.t.clip:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
+        self.optimizer.step()
 
     def _end_of_epoch(self, train_loss: float | None, lr: float, full: bool) -> None:
         """Validate, keep the best model, checkpoint, log a metrics line."""

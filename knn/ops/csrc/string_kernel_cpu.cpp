@@ -279,13 +279,13 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
           for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
       });
     } else {
-      at::Tensor r = proj.new_empty({s.B, s.d});
       at::Tensor h_in = proj.new_empty({s.B, s.d});
       at::Tensor wt = weight_h.t();
       for (int64_t t = 0; t < s.T; ++t) {
         at::Tensor h_prev = h_all.select(0, t);
         if (s.has_hmask) h_prev = at::mul_out(h_in, h_prev, h_mask);  // h[t-1] ⊙ m
-        at::mm_out(r, h_prev, wt);
+        // Functional mm (not mm_out) so torch's FlopCounterMode sees it.
+        const at::Tensor r = at::mm(h_prev, wt);
         p.r = r.data_ptr<scalar_t>();
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(2 * s.d);
@@ -325,7 +325,6 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
       });
     } else {
-      at::Tensor back = proj.new_empty({s.B, s.d});
       for (int64_t t = s.T - 1; t >= 0; --t) {
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(3 * s.d);
@@ -333,8 +332,9 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
         });
         // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
         at::Tensor dg = d_proj.select(0, t).select(1, s.lam_idx);  // (B, d)
-        if (s.has_hmask) dh.addcmul_(at::mm_out(back, dg, weight_h), h_mask);
-        else dh.addmm_(dg, weight_h);
+        const at::Tensor back = at::mm(dg, weight_h);  // functional mm: visible to FlopCounterMode
+        if (s.has_hmask) dh.addcmul_(back, h_mask);
+        else dh.add_(back);
       }
     }
   });

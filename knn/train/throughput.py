@@ -1,0 +1,110 @@
+"""Training throughput of one experiment: tokens/s, FLOPs/token, share of GEMM peak.
+
+    python -m knn.train.throughput experiment=ptb/gated_5m [--steps 30] [--out FILE]
+
+Runs real optimizer steps of the experiment's model on its task's training
+batches (the loop's own update: forward, backward, clipping, SGD/Adam step).
+FLOPs are counted, not estimated: torch's FlopCounterMode records every
+matrix product of one step, forward and backward (the fused scan's
+recurrent GEMMs included; elementwise work is not counted). The peak is the
+fp32 GEMM rate of a 2048 x 2048 matmul measured in the same process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from torch.utils.flop_counter import FlopCounterMode
+
+from knn.bench import cpu_model
+from knn.train.config import CONF_DIR, resolve_config
+from knn.train.loop import Trainer
+
+
+def gemm_peak_gflops(n: int = 2048, reps: int = 10) -> float:
+    """fp32 GEMM rate of an n x n matmul (median of ``reps`` after warm-up)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / statistics.median(times) / 1e9
+
+
+def measure(overrides: list[str], steps: int, warmup: int = 5) -> dict[str, Any]:
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    with tempfile.TemporaryDirectory() as run_dir:
+        cfg.run_dir = run_dir
+        trainer = Trainer(resolve_config(cfg))
+    task, model = trainer.task, trainer.model
+    model.train()
+    task.start_epoch(0)
+    n = min(task.num_train_batches(), warmup + steps)
+    batches = [task.train_batch(0, i) for i in range(n)]
+
+    with FlopCounterMode(display=False) as counter:
+        trainer.optimize(task.training_step(model, batches[0]).loss)
+    tokens_per_step = task.training_step(model, batches[0]).count
+    flops_per_token = counter.get_total_flops() / tokens_per_step
+
+    for batch in batches[:warmup]:
+        trainer.optimize(task.training_step(model, batch).loss)
+    t0 = time.perf_counter()
+    for batch in batches[warmup:]:
+        trainer.optimize(task.training_step(model, batch).loss)
+    seconds = time.perf_counter() - t0
+    timed = len(batches) - warmup
+    tokens_per_s = timed * tokens_per_step / seconds
+    peak = gemm_peak_gflops()
+    achieved = flops_per_token * tokens_per_s / 1e9
+    return {
+        "overrides": overrides,
+        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "tokens_per_step": tokens_per_step,
+        "steps_timed": timed,
+        "tokens_per_s": round(tokens_per_s, 1),
+        "step_ms": round(1e3 * seconds / timed, 2),
+        "flops_per_token": int(flops_per_token),
+        "flops_counted": "matrix products of forward+backward (torch FlopCounterMode); elementwise not counted",
+        "achieved_gflops": round(achieved, 1),
+        "gemm_peak_gflops": round(peak, 1),
+        "gemm_peak_how": "fp32 2048x2048 matmul, median of 10, same process",
+        "fraction_of_peak": round(achieved / peak, 3),
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu_model": cpu_model(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=ptb/gated_5m")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--out", default=None, help="also write the result as JSON here")
+    args = parser.parse_args()
+    result = measure(args.overrides, args.steps)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""Molecule CSVs: invalid rows, the featurized cache, splits, batches and re-sampling."""
+import csv
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+import knn.data.molecules as molecules
+from knn.data.mirror import DataError
+from knn.data.molecules import (
+    ResamplingSampler,
+    collate_items,
+    featurize_table,
+    load_molecule_csv,
+    load_split,
+    random_split,
+    write_exclusions,
+)
+from knn.featurize import BatchMolGraph, MolFeaturizer
+
+F = MolFeaturizer.preset("authors")
+
+
+def write_csv(path, rows, header=("smiles", "PCE")):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+GOOD = [("CCO", "1.5"), ("c1ccccc1", "-0.25"), ("c1ccncc1", "0"), ("c1ccc([se]1)-c1cc2ccccc2cn1", "7.25")]
+
+
+def test_load_valid_csv(tmp_path):
+    t = load_molecule_csv(write_csv(tmp_path / "m.csv", GOOD))
+    assert t.smiles == [s for s, _ in GOOD] and t.targets.tolist() == [1.5, -0.25, 0.0, 7.25]
+    assert t.rows.tolist() == [0, 1, 2, 3] and not t.exclusions and len(t.sha256) == 64
+
+
+def test_missing_column_names_it_and_the_columns_present(tmp_path):
+    path = write_csv(tmp_path / "m.csv", GOOD)
+    with pytest.raises(DataError) as err:
+        load_molecule_csv(path, target_column="gap")
+    msg = str(err.value)
+    assert "'gap'" in msg and "smiles, PCE" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("value, reason", [("", "empty target"), ("abc", "non-numeric target"), ("nan", "non-finite"), ("-inf", "non-finite")])
+def test_invalid_target_stops_with_one_line(tmp_path, value, reason):
+    path = write_csv(tmp_path / "m.csv", GOOD[:2] + [("CC", value)] + GOOD[2:])
+    with pytest.raises(DataError) as err:
+        load_molecule_csv(path)
+    msg = str(err.value)
+    assert "row 2 (line 4)" in msg and reason in msg and repr(value) in msg and "\n" not in msg
+
+
+def test_invalid_smiles_stops_with_one_line(tmp_path):
+    path = write_csv(tmp_path / "m.csv", GOOD[:3] + [("C1CC(", "2.0")] + GOOD[3:])
+    table = load_molecule_csv(path)  # targets are fine; SMILES are parsed when featurizing
+    with pytest.raises(DataError) as err:
+        featurize_table(table, F, tmp_path / "cache")
+    msg = str(err.value)
+    assert "row 3" in msg and "unparseable SMILES 'C1CC('" in msg and "\n" not in msg
+
+
+def test_skip_counts_and_writes_exclusions(tmp_path, caplog):
+    rows = [GOOD[0], ("C1CC(", "2.0"), ("CC", "nan"), GOOD[1], ("", "1.0"), ("CCN", "x"), GOOD[2]]
+    table = load_molecule_csv(write_csv(tmp_path / "m.csv", rows), on_invalid="skip")
+    assert len(table) == 5 and [x.row for x in table.exclusions] == [2, 5]
+    with caplog.at_level(logging.WARNING):
+        data = featurize_table(table, F, tmp_path / "cache")
+    assert "skipped 4 invalid rows" in caplog.text
+    assert len(data) == 3 and data.rows.tolist() == [0, 3, 6]
+    assert [(x.row, x.reason) for x in data.exclusions] == [
+        (1, "unparseable SMILES"), (2, "non-finite target"), (4, "empty SMILES"), (5, "non-numeric target"),
+    ]
+    out = write_exclusions(data.exclusions, tmp_path / "run" / "exclusions.csv")
+    written = list(csv.reader(open(out)))
+    assert written[0] == ["row", "smiles", "target", "reason"]
+    assert written[1] == ["1", "C1CC(", "2.0", "unparseable SMILES"] and written[3] == ["4", "", "1.0", "empty SMILES"]
+    # a split naming excluded rows keeps the valid ones
+    assert data.select_rows([0, 1, 6]).rows.tolist() == [0, 6]
+    with pytest.raises(DataError, match="1 of 3 requested rows"):
+        data.select_rows([0, 1, 6], strict=True)
+
+
+def test_cache_is_reused_plain_and_keyed(tmp_path, monkeypatch):
+    path = write_csv(tmp_path / "m.csv", GOOD)
+    table = load_molecule_csv(path)
+    first = featurize_table(table, F, tmp_path / "cache")
+    files = list((tmp_path / "cache" / "molecules").glob("graphs-*.pt"))
+    assert len(files) == 1
+    blob = torch.load(files[0], weights_only=True)  # plain data
+    assert blob["atom_features"]["vocab"].shape[1] == 82
+
+    def no_featurizing(*a, **k):
+        raise AssertionError("featurized again instead of reading the cache")
+
+    monkeypatch.setattr(molecules, "featurize_smiles", no_featurizing)
+    again = featurize_table(table, F, tmp_path / "cache")
+    for a, b in zip(first.graphs, again.graphs):
+        assert torch.equal(a.atom_features, b.atom_features) and torch.equal(a.bond_index, b.bond_index)
+        assert torch.equal(a.bond_features, b.bond_features)
+    assert torch.equal(first.targets, again.targets)
+    monkeypatch.undo()
+    # other featurizer settings or other file contents: another cache entry
+    featurize_table(table, MolFeaturizer.preset("duvenaud"), tmp_path / "cache")
+    write_csv(path, GOOD[:3])
+    featurize_table(load_molecule_csv(path), F, tmp_path / "cache")
+    assert len(list((tmp_path / "cache" / "molecules").glob("graphs-*.pt"))) == 3
+
+
+def test_corrupt_cache_is_rebuilt(tmp_path, caplog):
+    table = load_molecule_csv(write_csv(tmp_path / "m.csv", GOOD))
+    featurize_table(table, F, tmp_path / "cache")
+    (cache_file,) = (tmp_path / "cache" / "molecules").glob("graphs-*.pt")
+    cache_file.write_bytes(b"not a torch file")
+    with caplog.at_level(logging.WARNING):
+        data = featurize_table(table, F, tmp_path / "cache")
+    assert "rebuilding molecule cache" in caplog.text and len(data) == 4
+
+
+def test_dataset_items_and_collate(tmp_path):
+    data = featurize_table(load_molecule_csv(write_csv(tmp_path / "m.csv", GOOD)), F, tmp_path / "c")
+    batch, y = collate_items([data[i] for i in (3, 0)])
+    assert isinstance(batch, BatchMolGraph) and batch.num_graphs == 2
+    assert y.tolist() == [7.25, 1.5] and batch.num_atoms == 15 + 3
+
+
+def test_splits(tmp_path):
+    s = random_split(10, seed=1)
+    assert sorted(np.concatenate(list(s.values())).tolist()) == list(range(10))
+    assert [len(s[k]) for k in ("train", "valid", "test")] == [8, 1, 1]
+    assert all((random_split(10, seed=1)[k] == s[k]).all() for k in s)
+    (tmp_path / "s.json").write_text(json.dumps({"train": [0, 2], "valid": [1], "test": [3]}))
+    assert load_split(tmp_path / "s.json")["train"].tolist() == [0, 2]
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(DataError, match="cannot read split file"):
+        load_split(tmp_path / "bad.json")
+
+
+# --------------------------------------------------------------------------- #
+# Re-sampling
+# --------------------------------------------------------------------------- #
+
+
+def test_buckets_with_negative_and_zero_targets():
+    y = [-3.0, -0.01, 0.0, 0.04, 0.05, 0.12, 5.0, 5.01]
+    s = ResamplingSampler(y, bin_width=0.05)
+    assert s.bucket_keys.tolist() == [0, 1, 2, 100]  # [0, .05): four of them (negatives clipped to 0)
+    assert sorted(s.members[0].tolist()) == [0, 1, 2, 3] and sorted(s.members[3].tolist()) == [6, 7]
+    raw = ResamplingSampler(y, bin_width=0.05, floor=None)
+    assert raw.bucket_keys.tolist() == [-60, -1, 0, 1, 2, 100]
+
+
+def test_draws_are_uniform_over_buckets_and_cycle_within_a_bucket():
+    y = np.array([0.01] * 90 + [1.0] * 9 + [9.0])  # one common, two rare buckets
+    s = ResamplingSampler(y, num_samples=3000, seed=0)
+    idx = s.epoch_indices(0)
+    share = np.bincount(np.digitize(y[idx], [0.5, 5.0]), minlength=3) / len(idx)
+    assert np.allclose(share, 1 / 3, atol=0.05)
+    rare = [i for i in idx if y[i] == 1.0][:18]
+    assert rare[:9] == rare[9:] and sorted(rare[:9]) == list(range(90, 99))  # fixed cyclic order
+
+
+def test_epochs_are_a_function_of_seed_and_epoch():
+    y = np.random.RandomState(0).uniform(-1, 10, size=500)
+    a = ResamplingSampler(y, seed=3)
+    stream = np.concatenate([a.epoch_indices(e) for e in range(4)])
+    b = ResamplingSampler(y, seed=3)
+    assert (b.epoch_indices(3) == stream[1500:]).all()  # resumed at epoch 3, without replaying by hand
+    assert (b.batch(2, 4, 20) == stream[1000 + 80 : 1000 + 100]).all()
+    b.set_epoch(1)
+    assert list(b) == stream[500:1000].tolist() and len(b) == 500
+    assert not (ResamplingSampler(y, seed=4).epoch_indices(0) == stream[:500]).all()
+
+
+def test_sampler_rejects_bad_input():
+    with pytest.raises(ValueError, match="bin_width"):
+        ResamplingSampler([1.0], bin_width=0)
+    with pytest.raises(ValueError, match="non-empty"):
+        ResamplingSampler([])

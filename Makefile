@@ -15,12 +15,25 @@ EVAL_BATCH ?= $(if $(BUDGET),10,1)
 ARGS ?=
 PTB_RUN := outputs/ptb/knn_lm/gated_5m/$(shell date +%Y-%m-%d_%H-%M-%S)
 
+# reproduce-sst: the seeds and the experiments (conf/experiment/sst/<name>) to run;
+# the baselines: SST_VARIANTS="kim_cnn_fine kim_cnn_binary bilstm_fine bilstm_binary"
+# SST_TABLE=experiments/results/sst/baselines.
+SEEDS ?= 0 1 2 3 4
+SST_VARIANTS ?= gated_fine gated_binary const_fine const_binary
+SST_TABLE ?= experiments/results/sst/table2
+# Run folders, <variant>/seed<N>/ below one folder per invocation (fixed once per make).
+ifeq ($(origin SST_RUNS),undefined)
+SST_RUNS := outputs/sst/reproduce/$(shell date +%Y-%m-%d_%H-%M-%S)
+endif
+SST_RUN_RESULTS := $(foreach v,$(SST_VARIANTS),$(foreach s,$(SEEDS),$(SST_RUNS)/$(v)/seed$(s)/result.json))
+
 .DEFAULT_GOAL := help
 .PHONY: help setup test bench reproduce-ptb reproduce-sst reproduce-cep report nightly
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: BUDGET=<minutes> (reproduce-*), EVAL_BATCH=<n>, ARGS=\"<hydra overrides>\""
+	@echo "  variables: BUDGET=<minutes> (reproduce-*), EVAL_BATCH=<n>, ARGS=\"<hydra overrides>\","
+	@echo "             SEEDS=\"0 1 2 3 4\", SST_VARIANTS=\"gated_fine ...\", SST_RUNS=<dir>, SST_TABLE=<prefix> (reproduce-sst)"
 
 setup: $(STAMP) ## create .venv and install the package (reinstalls only when pyproject.toml changes)
 
@@ -42,8 +55,16 @@ reproduce-ptb: setup ## Table 1, gated 5m: train, test ppl, result.json, result 
 		$(if $(BUDGET),train.max_minutes=$(BUDGET)) $(ARGS) hydra.run.dir=$(PTB_RUN)
 	@$(PY) -m knn.train.summary $(PTB_RUN)
 
-reproduce-sst: setup ## Table 2 (SST): not yet implemented
-	@echo "not yet implemented: see issue 4"; exit 2
+reproduce-sst: $(SST_RUN_RESULTS) ## Table 2: kernel NN gated/λ=0.5, fine/binary, SEEDS each, CPU (BUDGET=<min per run>)
+	$(PY) -m knn.results $(SST_RUNS) --out $(SST_TABLE) --title "Table 2 (SST): test accuracy (%)"
+
+# One SST run; `make -j N reproduce-sst` runs N at once (then ARGS="threads=1"
+# keeps them from fighting over cores). Rerunning with the same SST_RUNS
+# skips finished runs and resumes interrupted ones.
+$(SST_RUNS)/%/result.json: | $(STAMP)
+	$(PY) -m knn.train experiment=sst/$(patsubst %/,%,$(dir $*)) seed=$(patsubst seed%,%,$(notdir $*)) \
+		device=cpu $(if $(BUDGET),train.max_minutes=$(BUDGET)) $(if $(wildcard $(@D)/last.pt),train.resume=true) \
+		$(ARGS) hydra.run.dir=$(@D)
 
 reproduce-cep: setup ## Table 3 (CEP): not yet implemented
 	@echo "not yet implemented: see issue 5"; exit 2

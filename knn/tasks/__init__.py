@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from knn.tasks.lm import LanguageModeling
+from knn.tasks.sst import SentimentClassification
 
 #: task name (``task.name`` in the config) -> task class
-TASKS: dict[str, Any] = {"ptb": LanguageModeling}
+TASKS: dict[str, Any] = {"ptb": LanguageModeling, "sst": SentimentClassification}
 
-__all__ = ["TASKS", "LanguageModeling"]
+__all__ = ["TASKS", "LanguageModeling", "SentimentClassification"]

@@ -73,6 +73,9 @@ class Task(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
 
+    # Optional, looked up with getattr: ``after_step(model)`` runs after every
+    # optimizer step (a weight constraint, e.g. Kim 2014's max-norm).
+
 
 def is_better(new: float, best: float | None, higher_is_better: bool) -> bool:
     """True when ``new`` improves on ``best`` (``None`` means no best yet)."""

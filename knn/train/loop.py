@@ -104,6 +104,7 @@ class Trainer:
         self.model = self.task.build_model(to_dataclass(cfg.model)).to(self.device)
         self.optimizer = build_optimizer(self.model, self.t)
         self.schedule = EpochSchedule(self.optimizer, self.t)
+        self.after_step = getattr(self.task, "after_step", None)  # optional task.after_step(model)
         self.plain_cfg = OmegaConf.to_container(cfg, resolve=True)
         self.p = Progress()
         if self.t.resume:
@@ -175,12 +176,14 @@ class Trainer:
         return float(total) / count if count else None
 
     def optimize(self, loss: torch.Tensor) -> None:
-        """One update: back-propagate ``loss``, clip the gradient norm, step."""
+        """One update: back-propagate ``loss``, clip the gradient norm, step, constrain."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.t.clip:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
         self.optimizer.step()
+        if self.after_step is not None:  # a task's weight constraint (e.g. max-norm)
+            self.after_step(self.model)
 
     def _end_of_epoch(self, train_loss: float | None, lr: float, full: bool) -> None:
         """Validate, keep the best model, checkpoint, log a metrics line."""

@@ -61,8 +61,9 @@ def test_fused_matches_reference(n, decay, highway):
 @needs_fused
 @pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2], DECAYS, HIGHWAYS)))
 @pytest.mark.parametrize("mapping", ["multiplicative", "additive"])
-def test_fused_gradcheck(n, decay, highway, mapping):
-    spec = R.RecurrenceSpec(n, mapping == "multiplicative", True, n > 1, "tanh", highway != "none")
+@pytest.mark.parametrize("normalized", [True, False])
+def test_fused_gradcheck(n, decay, highway, mapping, normalized):
+    spec = R.RecurrenceSpec(n, mapping == "multiplicative", normalized, n > 1, "tanh", highway != "none")
     inputs = make_inputs(n, decay, highway, masked=True, h_masked=True, T=3, B=2, d=3)
     assert torch.autograd.gradcheck(lambda *xs: R._FusedRecurrence.apply(*xs, spec), inputs)
 

@@ -33,16 +33,23 @@ VARIANTS = {
 }
 
 
-def time_ms(step: Callable[[], None], reps: int, warmup: int = 5) -> float:
-    """Median wall time of ``step`` in milliseconds."""
+def time_ms(steps: dict[str, Callable[[], None]], reps: int, warmup: int = 5) -> dict[str, float]:
+    """Median wall time in ms of each step, the steps interleaved rep by rep.
+
+    Interleaving puts every step under the same conditions: a slow spell of
+    the machine (another process, frequency changes) hits all of them, so
+    their ratios stay meaningful.
+    """
     for _ in range(warmup):
-        step()
-    times = []
+        for step in steps.values():
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(reps):
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def fwd_bwd(module: nn.Module, x: torch.Tensor) -> Callable[[], None]:
@@ -84,28 +91,29 @@ def run(reps: int) -> dict:
     cases = []
     for shape_name, (T, B, width) in SHAPES.items():
         x = torch.randn(T, B, width, requires_grad=True)
-        lstm_ms = time_ms(fwd_bwd(nn.LSTM(width, width), x), reps)
-        gru_ms = time_ms(fwd_bwd(nn.GRU(width, width), x), reps)
+        steps = {"lstm": fwd_bwd(nn.LSTM(width, width), x), "gru": fwd_bwd(nn.GRU(width, width), x)}
         for name, cfg in VARIANTS.items():
             layer = StringKernelLayer(width, width, cfg)
-            ours = time_ms(fwd_bwd(layer, x), reps)
-            floor = time_ms(gemm_floor(layer, x), reps)
-            case = {
+            steps[name] = fwd_bwd(layer, x)
+            steps[name + "/floor"] = gemm_floor(layer, x)
+        ms = time_ms(steps, reps)
+        for name, cfg in VARIANTS.items():
+            ours, floor = ms[name], ms[name + "/floor"]
+            cases.append({
                 "variant": name,
                 "shape": {"name": shape_name, "T": T, "B": B, "width": width},
                 "config": asdict(cfg),
                 "ms": round(ours, 3),
-                "lstm_ms": round(lstm_ms, 3),
-                "gru_ms": round(gru_ms, 3),
-                "ratio_vs_lstm": round(lstm_ms / ours, 3),
-                "ratio_vs_gru": round(gru_ms / ours, 3),
+                "lstm_ms": round(ms["lstm"], 3),
+                "gru_ms": round(ms["gru"], 3),
+                "ratio_vs_lstm": round(ms["lstm"] / ours, 3),
+                "ratio_vs_gru": round(ms["gru"] / ours, 3),
                 "floor_ms": round(floor, 3),
                 "ratio_vs_floor": round(ours / floor, 3),
-            }
-            cases.append(case)
+            })
             print(
-                f"{shape_name:4s} {name:22s} ours {ours:7.2f} ms  lstm {lstm_ms:7.2f}  gru {gru_ms:7.2f}  "
-                f"floor {floor:6.2f}  lstm/ours {lstm_ms / ours:5.2f}x  ours/floor {ours / floor:5.2f}x",
+                f"{shape_name:4s} {name:22s} ours {ours:7.2f} ms  lstm {ms['lstm']:7.2f}  gru {ms['gru']:7.2f}  "
+                f"floor {floor:6.2f}  lstm/ours {ms['lstm'] / ours:5.2f}x  ours/floor {ours / floor:5.2f}x",
                 flush=True,
             )
     return {
@@ -115,24 +123,47 @@ def run(reps: int) -> dict:
         "cpu_count": os.cpu_count(),
         "fused": fused_available(),
         "reps": reps,
-        "timed": "forward+backward, median ms after 5 warm-up steps",
+        "timed": "forward+backward, median ms after 5 warm-up steps, all steps of a shape interleaved",
         "date": time.strftime("%Y-%m-%d"),
         "cases": cases,
     }
 
 
+def to_markdown(result: dict) -> str:
+    """The cases as a Markdown table, with the machine they ran on."""
+    lines = [
+        f"torch {result['torch_version']}, {result['threads']} threads, {result['cpu_model']}, "
+        f"fused op: {result['fused']}, {result['timed']} ({result['reps']} reps), {result['date']}",
+        "",
+        "| shape (T, B, width) | variant | ours ms | nn.LSTM ms | nn.GRU ms | LSTM / ours | GEMM floor ms | ours / floor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in result["cases"]:
+        s = c["shape"]
+        lines.append(
+            f"| {s['name']} ({s['T']}, {s['B']}, {s['width']}) | {c['variant']} | {c['ms']:.2f} | {c['lstm_ms']:.2f} "
+            f"| {c['gru_ms']:.2f} | {c['ratio_vs_lstm']:.2f}x | {c['floor_ms']:.2f} | {c['ratio_vs_floor']:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="experiments/bench/layers.json")
+    parser.add_argument("--out", default="experiments/bench/layers.json", help="JSON; a .md table goes beside it")
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
     result = run(args.reps)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
-    print(f"wrote {out}")
+    write_atomic(out, json.dumps(result, indent=2) + "\n")
+    write_atomic(out.with_suffix(".md"), to_markdown(result))
+    print(f"wrote {out} and {out.with_suffix('.md')}")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from knn.tasks.lm import LanguageModeling
+from knn.tasks.molecules import MoleculeRegression
 from knn.tasks.sst import SentimentClassification
 
 #: task name (``task.name`` in the config) -> task class
-TASKS: dict[str, Any] = {"ptb": LanguageModeling, "sst": SentimentClassification}
+TASKS: dict[str, Any] = {"ptb": LanguageModeling, "sst": SentimentClassification,
+                         "cep": MoleculeRegression, "mol_csv": MoleculeRegression}
 
-__all__ = ["TASKS", "LanguageModeling", "SentimentClassification"]
+__all__ = ["TASKS", "LanguageModeling", "SentimentClassification", "MoleculeRegression"]

@@ -74,6 +74,7 @@ class RunConfig:
     threads: Optional[int] = None  # torch intra-op threads; None: torch's default
     variant: str = "default"  # experiment name, recorded in result.json
     paper: Optional[Dict[str, Any]] = None  # the paper's number this run targets
+    data: Optional[Dict[str, Any]] = None  # molecule tasks: task.data at the top (task/cep.yaml)
     run_dir: Optional[str] = None  # where checkpoints and results go; None: cwd
 
 

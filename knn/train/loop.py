@@ -245,6 +245,8 @@ class Trainer:
             "paper": self.plain_cfg.get("paper"),
             "config": self.plain_cfg,
         }
+        if (extra := getattr(self.task, "result_extra", None)) is not None:
+            result["extra"] = extra()  # optional task-specific fields (e.g. molecules/s)
         if dist.is_main():
             ckpt.write_json(result, self.run_dir / "result.json")
         log.info("done (%s): valid %s  test %s", stop_reason, _fmt(metrics["valid"]),

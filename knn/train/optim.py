@@ -18,6 +18,8 @@ SCHEDULES = ("constant", "decay_after", "exponential")
 def build_optimizer(model: nn.Module, cfg: Any) -> torch.optim.Optimizer:
     """SGD or Adam over the trainable parameters; ``weight_decay`` is L2."""
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:  # a model fitted in closed form (e.g. the WL-kernel ridge): never stepped
+        params = [torch.zeros(0, requires_grad=True)]
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
             params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay

@@ -1,0 +1,237 @@
+"""Predict a molecule property with a trained model (task=cep or task=mol_csv).
+
+    python -m knn.predict ckpt=<checkpoint> input=<csv or SMILES list> [output=<csv>] [key=value ...]
+
+Arguments are ``key=value`` pairs (split at the first ``=``, so SMILES with
+``=`` in them are fine):
+
+=================  ==========================================================
+``ckpt``           ``best.pt`` (or ``last.pt``) of a training run, or the run
+                   directory (then its ``best.pt``)
+``input``          a ``.csv`` file with a header row (SMILES in
+                   ``smiles_column``); any other existing file: one SMILES a
+                   line; otherwise SMILES separated by commas (SMILES never
+                   contain commas), e.g. ``input=CCO,c1ccccc1``
+``output``         the predictions CSV; default: standard output
+``smiles_column``  default: the training run's ``data.smiles_column``
+``on_invalid``     ``error`` (default): an unparseable SMILES stops with one
+                   line naming it; ``skip``: its prediction is left empty and
+                   the reason goes in an ``invalid`` column
+``batch_size``     molecules per forward pass (default 200)
+``device``         ``cpu`` (default), ``cuda`` or ``auto``
+=================  ==========================================================
+
+Output columns: ``row`` (the CSV's 0-based data row, or the item's position
+in the list), ``smiles``, the CSV's target column when it has the one the
+model was trained on, ``prediction`` (in the target's units: the checkpoint
+holds the training split's mean and standard deviation), and ``invalid``
+with ``on_invalid=skip``. When the target column is present, the RMSE and MAE
+of the predictions are printed to standard error. Expected failures (missing
+file or column, unreadable checkpoint, invalid SMILES) print one line and
+exit with status 1; bad arguments exit with status 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from knn.data.mirror import DataError
+from knn.data.molecules import ON_INVALID, collate, featurize_smiles
+from knn.featurize import MolFeaturizer
+from knn.tasks.molecules import build_regressor
+from knn.train import checkpoint as ckpt_io
+from knn.train.checkpoint import CheckpointError
+from knn.train.config import ConfigError
+from knn.train.loop import pick_device
+
+KEYS = ("ckpt", "input", "output", "smiles_column", "on_invalid", "batch_size", "device")
+USAGE = ("usage: python -m knn.predict ckpt=<checkpoint or run dir> input=<csv, SMILES file or "
+         "SMILES,SMILES,...> [output=<csv>] [smiles_column=..] [on_invalid=error|skip] "
+         "[batch_size=200] [device=cpu]")
+
+
+class UsageError(ValueError):
+    """Bad command-line arguments; the message is one line."""
+
+
+@dataclass
+class Predictor:
+    """A trained molecule model with its featurizer and target scale."""
+
+    model: torch.nn.Module
+    featurizer: MolFeaturizer
+    mean: float
+    std: float
+    meta: dict[str, Any]
+    config: dict[str, Any]
+    device: torch.device
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "cpu") -> "Predictor":
+        path = Path(path)
+        if path.is_dir():
+            path = path / ckpt_io.BEST
+        if not path.is_file():
+            raise CheckpointError(f"no checkpoint at {path}")
+        state = ckpt_io.load(path)
+        config, meta = state.get("config") or {}, state.get("meta") or {}
+        if "target_mean" not in meta or "model" not in state:
+            task = (config.get("task") or {}).get("name")
+            raise CheckpointError(f"{path} is not a molecule model checkpoint (task {task!r})")
+        featurizer = MolFeaturizer.preset(meta["featurizer"])
+        model = build_regressor(config["model"], featurizer.atom_dim, featurizer.bond_dim)
+        model.load_state_dict(state["model"])
+        dev = pick_device(device)
+        return cls(model.to(dev).eval(), featurizer, float(meta["target_mean"]),
+                   float(meta["target_std"]), meta, config, dev)
+
+    @torch.no_grad()
+    def __call__(self, smiles: Sequence[str], on_invalid: str = "error",
+                 labels: Sequence[str] | None = None, batch_size: int = 200
+                 ) -> tuple[list[float | None], dict[int, str]]:
+        """Predictions for ``smiles`` (None where invalid) and {position: reason} of the invalid ones."""
+        graphs, kept, bad = featurize_smiles(smiles, self.featurizer, on_invalid, labels)
+        out: list[float | None] = [None] * len(smiles)
+        for start in range(0, len(graphs), batch_size):
+            batch = collate(graphs[start : start + batch_size]).to(self.device)
+            pred = self.model(batch).double().cpu() * self.std + self.mean  # (G,) target units
+            for i, p in zip(kept[start : start + batch_size], pred.tolist()):
+                out[i] = p
+        return out, dict(bad)
+
+
+def parse_args(argv: Sequence[str]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    for item in argv:
+        key, sep, value = item.partition("=")
+        if not sep or key not in KEYS:
+            raise UsageError(f"unknown argument {item!r}; keys: {', '.join(KEYS)}")
+        args[key] = value
+    for key in ("ckpt", "input"):
+        if not args.get(key):
+            raise UsageError(f"{key}=... is required")
+    if args.setdefault("on_invalid", "error") not in ON_INVALID:
+        raise UsageError(f"on_invalid must be one of {ON_INVALID}, got {args['on_invalid']!r}")
+    if not args.setdefault("batch_size", "200").isdigit() or int(args["batch_size"]) < 1:
+        raise UsageError(f"batch_size must be a positive integer, got {args['batch_size']!r}")
+    return args
+
+
+@dataclass
+class Inputs:
+    rows: list[int]  # CSV data row or list position
+    smiles: list[str]
+    labels: list[str]  # how an error names each item
+    targets: list[str] | None  # the target column's raw text, when the CSV has it
+    target_column: str | None
+
+
+def read_inputs(spec: str, smiles_column: str, target_column: str | None) -> Inputs:
+    """A CSV, a file of SMILES lines, or a comma-separated SMILES list (see the module doc)."""
+    path = Path(spec).expanduser()
+    if path.is_file() and path.suffix.lower() == ".csv":
+        with open(path, newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None) or []
+            if smiles_column not in header:
+                raise DataError(f"{path}: no column {smiles_column!r}; columns present: "
+                                f"{', '.join(header)} (set smiles_column=...)")
+            i_s = header.index(smiles_column)
+            i_t = header.index(target_column) if target_column in header else None
+            rows, smiles, targets = [], [], []
+            for row, record in enumerate(reader):  # rows numbered as knn.data.molecules does
+                if not record:
+                    continue
+                rows.append(row)
+                smiles.append(record[i_s] if len(record) > i_s else "")
+                targets.append(record[i_t] if i_t is not None and len(record) > i_t else "")
+        labels = [f"{path}: row {r} (column {smiles_column!r})" for r in rows]
+        has_target = i_t is not None
+        return Inputs(rows, smiles, labels, targets if has_target else None,
+                      target_column if has_target else None)
+    if path.is_file():
+        smiles = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        return Inputs(list(range(len(smiles))), smiles,
+                      [f"{path}: SMILES {i}" for i in range(len(smiles))], None, None)
+    smiles = [s.strip() for s in spec.split(",")]
+    return Inputs(list(range(len(smiles))), smiles, [f"input item {i}" for i in range(len(smiles))],
+                  None, None)
+
+
+def write_predictions(inputs: Inputs, preds: list[float | None], invalid: dict[int, str] | None,
+                      out: io.TextIOBase) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    header = ["row", "smiles"] + ([inputs.target_column] if inputs.targets is not None else [])
+    writer.writerow(header + ["prediction"] + (["invalid"] if invalid is not None else []))
+    for i, (row, s, p) in enumerate(zip(inputs.rows, inputs.smiles, preds)):
+        cells = [row, s] + ([inputs.targets[i]] if inputs.targets is not None else [])
+        cells.append("" if p is None else repr(p))
+        if invalid is not None:
+            cells.append(invalid.get(i, ""))
+        writer.writerow(cells)
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _errors(preds: list[float | None], targets: list[str]) -> tuple[float, float, int] | None:
+    """RMSE, MAE and count over items with a prediction and a finite numeric target."""
+    pairs = [(p, v) for p, t in zip(preds, targets)
+             if p is not None and (v := _number(t)) is not None]
+    if not pairs:
+        return None
+    se = sum((p - v) ** 2 for p, v in pairs)
+    ae = sum(abs(p - v) for p, v in pairs)
+    return math.sqrt(se / len(pairs)), ae / len(pairs), len(pairs)
+
+
+def run(args: dict[str, str]) -> None:
+    predictor = Predictor.load(args["ckpt"], args.get("device", "cpu"))
+    smiles_column = args.get("smiles_column") or predictor.meta.get("smiles_column", "smiles")
+    inputs = read_inputs(args["input"], smiles_column, predictor.meta.get("target_column"))
+    preds, invalid = predictor(inputs.smiles, args["on_invalid"], inputs.labels,
+                               int(args["batch_size"]))
+    skip = args["on_invalid"] == "skip"
+    if args.get("output"):
+        out_path = Path(args["output"])
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(out_path, "w", newline="") as f:
+            write_predictions(inputs, preds, invalid if skip else None, f)
+        print(f"wrote {len(preds) - len(invalid)} predictions to {out_path}"
+              + (f" ({len(invalid)} invalid SMILES left empty)" if invalid else ""), file=sys.stderr)
+    else:
+        write_predictions(inputs, preds, invalid if skip else None, sys.stdout)
+    if inputs.targets is not None and (errs := _errors(preds, inputs.targets)):
+        print(f"{inputs.target_column}: rmse {errs[0]:.4f}  mae {errs[1]:.4f}  "
+              f"over {errs[2]} molecules", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except UsageError as e:
+        print(f"error: {e}\n{USAGE}", file=sys.stderr)
+        return 2
+    try:
+        run(args)
+    except (CheckpointError, ConfigError, DataError, OSError) as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,509 @@
+"""Molecular property regression (paper Section 5.3, Table 3): ``task=cep`` and ``task=mol_csv``.
+
+Data, graphs and models come from :mod:`knn.data.molecules`,
+:mod:`knn.featurize` and :mod:`knn.models.graph`; this module wires them to
+the shared trainer. One class serves both task names:
+
+* ``cep``: the mirror's ``cep/cep-processed.csv`` (29,978 molecules, column
+  ``PCE``) with its fixed 80/10/10 split file;
+* ``mol_csv``: any CSV with a SMILES and a numeric column (``data.path``,
+  ``data.smiles_column``, ``data.target_column``), split by a split file, by
+  a split column (values train/valid/test) or at random (``data.split_seed``).
+
+Protocol (the authors' ``graph_knn/*/nntrain.py``):
+
+* batches of 20 drawn with re-sampling toward rare targets
+  (:class:`~knn.data.molecules.ResamplingSampler`: buckets of
+  ``resample_bin`` = 0.05, a uniformly chosen bucket per draw). Only
+  training batches are re-sampled; validation and test are read once each,
+  in file order. ``resample=false`` draws shuffled passes instead;
+* an "epoch" is ``samples_per_epoch`` = 100,000 drawn molecules, 5,000
+  batches: the authors multiply the learning rate by 0.9 every 100k samples,
+  which is the trainer's ``exponential`` schedule with one such epoch per
+  step (conf/train/molecules.yaml); their loop ends once the rate is below
+  5e-6, i.e. after 51 epochs (5.1M samples);
+* training batch i of epoch e is a pure function of (seed, e, i), so a run
+  stopped mid-epoch resumes on the same molecules.
+
+Targets are standardised with the training split's mean and standard
+deviation: the network regresses (y - mean) / std, with the batch-mean squared
+error as its loss (the authors' loss is the MSE in raw units; for Adam the
+two differ only by the output scale the network must produce and by its
+starting bias), and every reported metric (``rmse``, ``mae``) is in the
+target's own units. The two numbers are saved in checkpoints (``meta``), so
+:mod:`knn.predict` returns raw units too.
+
+Closed-form models (``mean``, ``wl_kernel``: they have ``.fit``) take no
+gradient steps: their epochs have zero batches, and :meth:`start_epoch` fits
+them at epoch 0, inside the trainer's clock, on the plain (not re-sampled)
+training set. Their experiments run one epoch, which validates, saves
+``best.pt`` and lets the trainer write ``result.json`` as for any model.
+
+Invalid rows (``data.on_invalid``): ``error`` stops at the first one with a
+line naming the row and value; ``skip`` leaves them out, logs the count and
+writes ``exclusions.csv`` to ``task.run_dir`` (the run's directory, filled
+in from the top-level ``run_dir`` by conf/task/*.yaml).
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import json
+import logging
+import math
+import time
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, make_dataclass
+from pathlib import Path
+from typing import Any, ClassVar, List, Optional
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from knn.data.mirror import DataError, atomic_write, resolve
+from knn.data.molecules import (
+    ON_INVALID,
+    MoleculeDataset,
+    ResamplingSampler,
+    collate,
+    featurize_table,
+    load_molecule_csv,
+    load_split,
+    random_split,
+    write_exclusions,
+)
+from knn.featurize import BatchMolGraph, MolFeaturizer
+from knn.featurize.atom import PRESETS
+from knn.models.graph import GRAPH_MODELS, _registry, graph_model_config
+from knn.tasks.base import StepResult
+
+log = logging.getLogger(__name__)
+
+CEP_CSV = "cep/cep-processed.csv"
+CEP_SPLIT = "cep/split-random-80-10-10-seed0.json"
+SPLITS = ("train", "valid", "test")
+#: Accepted values of a split column (lower-cased) -> split.
+SPLIT_NAMES = {"train": "train", "valid": "valid", "val": "valid", "validation": "valid",
+               "dev": "valid", "test": "test"}
+
+
+# --------------------------------------------------------------------------- #
+# Schemas
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class MolDataConfig:
+    """Where the molecules come from (conf/task/*.yaml alias it as the top-level ``data``)."""
+
+    path: Optional[str] = None  # CSV with a header; None: the mirror's cep/cep-processed.csv
+    smiles_column: str = "smiles"
+    target_column: str = "PCE"
+    # Split, first that applies: a JSON file {"train": [rows], "valid": [...], "test": [...]}
+    # of 0-based data rows; a column of train/valid/test; with path=None the mirror's
+    # fixed CEP split; else a random split of the valid molecules by split_seed.
+    split: Optional[str] = None
+    split_column: Optional[str] = None
+    split_seed: int = 0  # not the run's seed: other training seeds keep the same split
+    split_fractions: List[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
+    on_invalid: str = "error"  # error | skip (skip writes <run_dir>/exclusions.csv)
+    mirror: Optional[str] = None  # None: $KNN_DATA_MIRROR, then the default search
+    cache_dir: Optional[str] = None  # featurized graphs are cached here (None: the data cache)
+
+    def __post_init__(self) -> None:
+        if self.on_invalid not in ON_INVALID:
+            raise ValueError(f"data.on_invalid must be one of {ON_INVALID}, got {self.on_invalid!r}")
+        if len(self.split_fractions) != 3 or min(self.split_fractions) < 0 or not math.isclose(
+            sum(self.split_fractions), 1.0
+        ):
+            raise ValueError(f"data.split_fractions must be 3 numbers >= 0 summing to 1, "
+                             f"got {list(self.split_fractions)}")
+
+
+@dataclass
+class MolTaskConfig:
+    name: str = "cep"  # cep | mol_csv (same task; the name says which data defaults apply)
+    batch_size: int = 20  # authors' -b 20
+    eval_batch_size: int = 200  # evaluation only: any size gives the same metrics
+    samples_per_epoch: Optional[int] = 100_000  # molecules per epoch; None: the training set size
+    resample: bool = True  # re-sample training targets toward rare values (authors)
+    resample_bin: float = 0.05  # bucket width in target units (authors: 0.05)
+    resample_floor: Optional[float] = 0.0  # targets below it share the lowest bucket; None: no floor
+    standardize: bool = True  # regress (y - mean) / std of the training split
+    featurizer: str = "authors"  # knn.featurize preset: authors (82/6) | duvenaud (62/6)
+    # Cut runs short (smoke tests); None: everything.
+    limit_train_items: Optional[int] = None  # first N training molecules only
+    limit_train_batches: Optional[int] = None
+    limit_eval_batches: Optional[int] = None
+    run_dir: Optional[str] = None  # where exclusions.csv / split.json go (conf: ${run_dir})
+    data: MolDataConfig = field(default_factory=MolDataConfig)
+
+    def __post_init__(self) -> None:
+        if self.featurizer not in PRESETS:
+            raise ValueError(f"featurizer must be one of {sorted(PRESETS)}, got {self.featurizer!r}")
+        for key in ("batch_size", "eval_batch_size", "samples_per_epoch", "limit_train_items"):
+            value = getattr(self, key)
+            if value is not None and value < 1:
+                raise ValueError(f"{key} must be >= 1, got {value}")
+        if not self.resample_bin > 0:
+            raise ValueError(f"resample_bin must be > 0, got {self.resample_bin}")
+
+
+def _model_schema(name: str) -> type:
+    """``model.*`` schema for graph model ``name``: ``name`` plus the library config's
+    fields at the model's preset. ``atom_dim``/``bond_dim`` default to None, meaning
+    "from the featurizer" (the only sensible value)."""
+    config_cls = _registry()[name][1]
+    preset, hints = graph_model_config(name), typing.get_type_hints(config_cls)
+    spec: list[tuple] = [("name", str, field(default=name))]
+    for f in fields(config_cls):
+        if f.name in ("atom_dim", "bond_dim"):
+            spec.append((f.name, Optional[int], field(default=None)))
+        else:
+            spec.append((f.name, hints[f.name], field(default=getattr(preset, f.name))))
+    camel = "".join(part.title() for part in name.split("_"))
+    schema = make_dataclass(f"{camel}ModelConfig", spec)
+    schema.__module__ = __name__
+    return schema
+
+
+#: model name -> (class, config schema) (knn.models.graph's table); see :func:`build_regressor`.
+MODELS: dict[str, tuple[type, type]] = {
+    name: (_registry()[name][0], _model_schema(name)) for name in GRAPH_MODELS
+}
+
+
+def build_regressor(model_cfg: Any, atom_dim: int, bond_dim: int) -> nn.Module:
+    """The graph model of ``model_cfg`` (schema instance or plain dict) for these feature sizes.
+
+    Raises :class:`~knn.train.config.ConfigError` (one line) for an unknown name or a bad setting.
+    """
+    from knn.train.config import ConfigError  # here: knn.train imports knn.tasks
+
+    values = asdict(model_cfg) if is_dataclass(model_cfg) else dict(model_cfg)
+    name = values.pop("name")
+    if name not in MODELS:
+        raise ConfigError(f"model.name={name!r} is not a molecule model: {sorted(MODELS)}")
+    model_cls = MODELS[name][0]
+    for key, dim in (("atom_dim", atom_dim), ("bond_dim", bond_dim)):
+        if key in values:
+            if values[key] not in (None, dim):
+                raise ConfigError(f"model.{key}={values[key]} but the featurizer gives {dim}; "
+                                  f"leave it null")
+            values[key] = dim
+    try:
+        return model_cls(graph_model_config(name, **values))
+    except ValueError as e:
+        raise ConfigError(f"config error: model: {e}") from None
+
+
+def is_fitted_model(model: nn.Module) -> bool:
+    """A closed-form model (``.fit``), trained by :meth:`MoleculeRegression.start_epoch`."""
+    return callable(getattr(model, "fit", None))
+
+
+# --------------------------------------------------------------------------- #
+# Splits and the no-resampling order
+# --------------------------------------------------------------------------- #
+
+
+def read_split_column(path: Path, column: str) -> dict[int, str]:
+    """0-based data row -> "train" | "valid" | "test" from ``column`` (rows numbered as
+    :func:`~knn.data.molecules.load_molecule_csv` numbers them)."""
+    out = {}
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None) or []
+        if column not in header:
+            raise DataError(f"{path}: no split column {column!r}; columns present: {', '.join(header)}")
+        i = header.index(column)
+        for row, record in enumerate(reader):
+            if not record:
+                continue
+            value = record[i].strip() if len(record) > i else ""
+            if value.lower() not in SPLIT_NAMES:
+                raise DataError(f"{path}: row {row} (line {reader.line_num}): split value {value!r} "
+                                f"in column {column!r}; expected one of train, valid, test")
+            out[row] = SPLIT_NAMES[value.lower()]
+    return out
+
+
+class ShuffledPasses:
+    """``resample=false``: pass after pass over the items, each pass a permutation seeded
+    by (seed, pass); epoch e holds draws e·S .. (e+1)·S - 1 of that stream (S = num_samples)."""
+
+    def __init__(self, num_items: int, num_samples: int, seed: int) -> None:
+        self.n, self.num_samples, self.seed = num_items, num_samples, seed
+        self._perms: dict[int, np.ndarray] = {}  # the latest passes
+
+    def _perm(self, k: int) -> np.ndarray:
+        if k not in self._perms:
+            if len(self._perms) >= 4:
+                self._perms.pop(min(self._perms))
+            self._perms[k] = np.random.default_rng([self.seed, k]).permutation(self.n)
+        return self._perms[k]
+
+    def batch(self, epoch: int, index: int, batch_size: int) -> np.ndarray:
+        start = index * batch_size
+        stop = min(start + batch_size, self.num_samples)
+        draws = epoch * self.num_samples + np.arange(start, max(start, stop))
+        passes, offsets = np.divmod(draws, self.n)
+        out = np.empty(len(draws), dtype=np.int64)
+        for k in np.unique(passes):
+            out[passes == k] = self._perm(int(k))[offsets[passes == k]]
+        return out
+
+
+# --------------------------------------------------------------------------- #
+# The task
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class EvalBatch:
+    graph: BatchMolGraph  # on the task's device
+    targets: Tensor  # (G,) float64, raw units, CPU
+
+
+class MoleculeRegression:
+    """Graph -> number; model selection on validation RMSE (raw units), lower is better."""
+
+    name: ClassVar[str] = "cep"
+    metric: ClassVar[str] = "rmse"
+    higher_is_better: ClassVar[bool] = False
+    Config: ClassVar[type] = MolTaskConfig
+    models: ClassVar[dict[str, tuple[type, type]]] = MODELS
+
+    def __init__(self, cfg: MolTaskConfig, device: torch.device, seed: int = 0) -> None:
+        self.cfg, self.device, self.seed = cfg, device, seed
+        self.featurizer = MolFeaturizer.preset(cfg.featurizer)
+        self.splits: dict[str, MoleculeDataset] = {}
+        self.eval_batches: dict[str, list[EvalBatch]] = {}
+        self.mean, self.std = 0.0, 1.0
+        self.sampler: Any = None
+        self.model: nn.Module | None = None
+        self.info: dict[str, Any] = {}
+        # Training throughput: the time from fetching batch i to fetching batch i+1 of the
+        # same epoch is one whole update (collate, forward, backward, step); the last
+        # batch of each epoch is left out (validation follows it).
+        self.timed = {"molecules": 0, "seconds": 0.0}
+        self._prev: tuple[int, int, float, int] | None = None  # epoch, index, time, size
+        self.fit_seconds: float | None = None
+
+    # ---- data ------------------------------------------------------------- #
+
+    def _files(self) -> tuple[Path, Path | None]:
+        """The CSV and the split file (None: the split is made from a column or at random)."""
+        d = self.cfg.data
+        if d.path is None and self.cfg.name != "cep":
+            from knn.train.config import ConfigError  # here: knn.train imports knn.tasks
+
+            raise ConfigError(f"task={self.cfg.name} needs data.path=<csv>, with data.smiles_column "
+                              "and data.target_column naming its columns")
+        if d.path is None:
+            csv_path = resolve(CEP_CSV, d.mirror, d.cache_dir)
+        else:
+            csv_path = Path(d.path).expanduser()
+        if d.split:
+            return csv_path, Path(d.split).expanduser()
+        if d.path is None and not d.split_column:
+            return csv_path, resolve(CEP_SPLIT, d.mirror, d.cache_dir)
+        return csv_path, None
+
+    def _split_rows(self, data: MoleculeDataset, csv_path: Path, split_file: Path | None
+                    ) -> tuple[dict[str, np.ndarray], str]:
+        """File rows of each split, and a description of where the split came from."""
+        d = self.cfg.data
+        if split_file is not None:
+            return load_split(split_file), f"file {split_file}"
+        if d.split_column:
+            by_row = read_split_column(csv_path, d.split_column)
+            rows = {s: np.array(sorted(r for r, v in by_row.items() if v == s), dtype=np.int64)
+                    for s in SPLITS}
+            return rows, f"column {d.split_column!r}"
+        parts = random_split(len(data), tuple(d.split_fractions), seed=d.split_seed)
+        rows = {s: np.sort(data.rows.numpy()[parts[s]]) for s in SPLITS}
+        return rows, f"random {d.split_fractions} of the valid rows, split_seed {d.split_seed}"
+
+    def _check_split(self, rows: dict[str, np.ndarray], data: MoleculeDataset, where: str) -> None:
+        known = set(data.rows.tolist()) | {x.row for x in data.exclusions}
+        seen: set[int] = set()
+        for s in SPLITS:
+            part = set(rows[s].tolist())
+            if stray := sorted(part - known):
+                raise DataError(f"split {where}: {s} names row {stray[0]}, which is not a data row "
+                                f"of {self.info['csv']}")
+            if overlap := sorted(part & seen):
+                raise DataError(f"split {where}: row {overlap[0]} is in more than one split")
+            seen |= part
+
+    def setup(self) -> None:
+        d, cfg = self.cfg.data, self.cfg
+        csv_path, split_file = self._files()
+        self.info["csv"] = str(csv_path)
+        table = load_molecule_csv(csv_path, d.smiles_column, d.target_column, d.on_invalid)
+        data = featurize_table(table, self.featurizer, d.cache_dir)
+        rows, where = self._split_rows(data, csv_path, split_file)
+        self._check_split(rows, data, where)
+        for s in SPLITS:
+            self.splits[s] = data.select_rows(rows[s])
+            if len(self.splits[s]) == 0:
+                raise DataError(f"split {where}: no valid molecules in {s} ({csv_path})")
+        if cfg.limit_train_items is not None:
+            self.splits["train"] = self.splits["train"].subset(
+                np.arange(min(cfg.limit_train_items, len(self.splits["train"]))))
+        self._write_run_files(data, rows, where if split_file is None else None)
+        y = self.splits["train"].targets.double()
+        if cfg.standardize:
+            self.mean = float(y.mean())
+            self.std = float(y.std(unbiased=False)) if len(y) > 1 else 1.0
+            self.std = self.std if self.std > 0 else 1.0
+        n_train = len(self.splits["train"])
+        n_samples = cfg.samples_per_epoch or n_train
+        if cfg.resample:
+            self.sampler = ResamplingSampler(y.numpy(), cfg.resample_bin, cfg.resample_floor,
+                                             num_samples=n_samples, seed=self.seed)
+        else:
+            self.sampler = ShuffledPasses(n_train, n_samples, self.seed)
+        for s in ("valid", "test"):
+            self.eval_batches[s] = self._eval_batches(self.splits[s])
+        self.info.update({
+            "split": where, "excluded": len(data.exclusions),
+            "sizes": {s: len(self.splits[s]) for s in SPLITS},
+            "target": {"column": d.target_column, "mean": self.mean, "std": self.std},
+        })
+        if cfg.resample:
+            self.info["resample_buckets"] = self.sampler.num_buckets
+        log.info("%s: %s molecules (train/valid/test), split %s, %d excluded",
+                 csv_path.name, "/".join(str(len(self.splits[s])) for s in SPLITS), where,
+                 len(data.exclusions))
+
+    def _write_run_files(self, data: MoleculeDataset, rows: dict[str, np.ndarray],
+                         made_here: str | None) -> None:
+        """exclusions.csv (skip mode) and split.json (a split made here, described by
+        ``made_here``) in the run dir."""
+        run_dir = Path(self.cfg.run_dir or ".")
+        if data.exclusions:
+            path = write_exclusions(data.exclusions, run_dir / "exclusions.csv")
+            self.info["exclusions_file"] = str(path)
+            log.warning("on_invalid=skip: %d invalid rows left out, listed in %s",
+                        len(data.exclusions), path)
+        if made_here:
+            payload = {"description": f"0-based data rows of {self.info['csv']}; split {made_here}",
+                       **{s: rows[s].tolist() for s in SPLITS}}
+            with atomic_write(run_dir / "split.json") as f:
+                f.write(json.dumps(payload).encode())
+
+    def _eval_batches(self, data: MoleculeDataset) -> list[EvalBatch]:
+        size, out = self.cfg.eval_batch_size, []
+        for start in range(0, len(data), size):
+            graphs = data.graphs[start : start + size]
+            out.append(EvalBatch(collate(graphs).to(self.device),
+                                 data.targets[start : start + size].double()))
+        return out
+
+    # ---- model ------------------------------------------------------------ #
+
+    def build_model(self, model_cfg: Any) -> nn.Module:
+        self.model = build_regressor(model_cfg, self.featurizer.atom_dim, self.featurizer.bond_dim)
+        return self.model
+
+    def fit(self, model: nn.Module) -> None:
+        """Fit a closed-form model on the plain training set (standardised targets)."""
+        train = self.splits["train"]
+        y = (train.targets.double() - self.mean) / self.std
+        start = time.perf_counter()
+        if "graphs" in inspect.signature(model.fit).parameters:  # wl_kernel; mean takes targets only
+            model.fit(train.graphs, y)
+        else:
+            model.fit(y)
+        self.fit_seconds = time.perf_counter() - start
+        log.info("fitted %s on %d molecules in %.1f s", type(model).__name__, len(train),
+                 self.fit_seconds)
+
+    # ---- training --------------------------------------------------------- #
+
+    def num_train_batches(self) -> int:
+        if self.model is not None and is_fitted_model(self.model):
+            return 0
+        n = math.ceil(self.sampler.num_samples / self.cfg.batch_size)
+        return n if self.cfg.limit_train_batches is None else min(n, self.cfg.limit_train_batches)
+
+    def start_epoch(self, epoch: int) -> None:
+        self._prev = None
+        if epoch == 0 and self.model is not None and is_fitted_model(self.model):
+            self.fit(self.model)
+
+    def train_batch(self, epoch: int, index: int) -> tuple[BatchMolGraph, Tensor]:
+        now = time.perf_counter()
+        if self._prev is not None and self._prev[:2] == (epoch, index - 1):
+            self.timed["seconds"] += now - self._prev[2]
+            self.timed["molecules"] += self._prev[3]
+        idx = self.sampler.batch(epoch, index, self.cfg.batch_size)
+        train = self.splits["train"]
+        graph = collate([train.graphs[i] for i in idx.tolist()]).to(self.device)
+        y = ((train.targets[torch.from_numpy(idx)].double() - self.mean) / self.std).float()
+        self._prev = (epoch, index, now, len(idx))
+        return graph, y.to(self.device)
+
+    def training_step(self, model: nn.Module, batch: tuple[BatchMolGraph, Tensor]) -> StepResult:
+        graph, y = batch  # y: (G,) standardised
+        err = model(graph) - y  # (G,)
+        loss = (err**2).mean()
+        return StepResult(loss=loss, total=(err.detach() ** 2).sum(), count=y.numel())
+
+    def train_metrics(self, mean_loss: float) -> dict[str, float]:
+        """Loss: MSE in standardised units; rmse: in target units, on re-sampled batches."""
+        return {"loss": mean_loss, "rmse": math.sqrt(mean_loss) * self.std}
+
+    # ---- evaluation ------------------------------------------------------- #
+
+    @torch.no_grad()
+    def predict_batches(self, model: nn.Module, batches: list[EvalBatch]) -> Tensor:
+        """Predictions in target units, (N,) float64 on CPU."""
+        model.eval()
+        out = [model(b.graph).double().cpu() * self.std + self.mean for b in batches]
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        batches = self.eval_batches[split]
+        if self.cfg.limit_eval_batches is not None:
+            batches = batches[: self.cfg.limit_eval_batches]
+        pred = self.predict_batches(model, batches)
+        y = torch.cat([b.targets for b in batches])
+        err = pred - y
+        return {"rmse": float(err.pow(2).mean().sqrt()), "mae": float(err.abs().mean())}
+
+    # ---- checkpoint and result data ----------------------------------------- #
+
+    def meta(self) -> dict[str, Any]:
+        d = self.cfg.data
+        return {"featurizer": self.cfg.featurizer, "atom_dim": self.featurizer.atom_dim,
+                "bond_dim": self.featurizer.bond_dim, "target_mean": self.mean,
+                "target_std": self.std, "smiles_column": d.smiles_column,
+                "target_column": d.target_column}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"timed": dict(self.timed), "fit_seconds": self.fit_seconds}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.timed = {"molecules": int(state["timed"]["molecules"]),
+                      "seconds": float(state["timed"]["seconds"])}
+        self.fit_seconds = state.get("fit_seconds")
+
+    def result_extra(self) -> dict[str, Any]:
+        """Fields for ``result.json`` beyond the trainer's (data, throughput, fitted size)."""
+        n, s = self.timed["molecules"], self.timed["seconds"]
+        extra: dict[str, Any] = {
+            "data": dict(self.info),
+            "throughput": {"molecules": n, "seconds": round(s, 3),
+                           "molecules_per_second": round(n / s, 1) if s > 0 else None},
+        }
+        if self.model is not None and is_fitted_model(self.model):
+            size = getattr(self.model, "num_features", 0)
+            extra["fit_seconds"] = None if self.fit_seconds is None else round(self.fit_seconds, 3)
+            extra["fitted_parameters"] = size + 1  # wl_kernel: weights + bias; mean: 1
+        return extra

@@ -1,0 +1,315 @@
+"""The molecule regression task in the shared trainer: every Table 3 experiment, a user's CSV."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import random
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import torch
+
+from knn.data import mirror
+from knn.data.mirror import DataError
+from knn.tasks.molecules import (
+    MODELS,
+    MolDataConfig,
+    MolTaskConfig,
+    MoleculeRegression,
+    ShuffledPasses,
+    build_regressor,
+)
+from knn.train import checkpoint, train
+from knn.train.config import ConfigError, experiment_names, resolve_config
+from knn.train.optim import lr_at
+
+REAL_MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
+
+#: Small valid molecules, varied in size, rings, heteroatoms and bonds.
+SMILES = [
+    "C", "CC", "CCO", "CCN", "CC=O", "C=CC=C", "C#N", "CC(C)C", "CCCC", "CCOC", "OCCO",
+    "c1ccccc1", "c1ccncc1", "c1ccoc1", "c1ccsc1", "c1cc[se]c1", "Cc1ccccc1", "Oc1ccccc1",
+    "c1ccc2ccccc2c1", "C1CCCCC1", "C1CCNCC1", "CC(=O)O", "NC(=O)c1ccccc1", "c1ccc(-c2ccccc2)cc1",
+    "C1=CC=CC1", "c1cnc2ncccc2c1", "FC(F)F", "ClCCl", "BrCC", "CS(=O)C", "C[SiH2]C",
+    "c1csc(-c2cccs2)c1", "N#Cc1ccccc1", "O=C1CCCC1", "CCN(CC)CC", "COc1ccccc1", "c1ccc2[nH]ccc2c1",
+    "C=Cc1ccccc1", "CC(C)(C)O", "c1ccc2sccc2c1",
+]
+
+
+def target(smiles: str, rng: random.Random) -> float:
+    """A learnable-ish target: size and aromaticity, plus noise; some negative, some zero."""
+    return round(0.25 * len(smiles) - 1.0 + 0.8 * smiles.count("c") + rng.uniform(-0.3, 0.3), 4)
+
+
+def write_csv(path: Path, rows: list[list[str]], header: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def molecule_rows(seed: int = 0) -> list[list[str]]:
+    rng = random.Random(seed)
+    return [[s, str(target(s, rng))] for s in SMILES] + [["CCCCO", "0"]]
+
+
+@pytest.fixture
+def cep_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A 41-molecule stand-in for the mirror's CEP CSV and split, checksums patched to match."""
+    root = tmp_path / "mirror"
+    csv_path = write_csv(root / "cep" / "cep-processed.csv", molecule_rows(), ["smiles", "PCE"])
+    split = root / "cep" / "split-random-80-10-10-seed0.json"
+    split.write_bytes(mirror.cep_split_json(csv_path))
+    table = dict(mirror.CHECKSUMS)
+    for path in (csv_path, split):
+        table[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setattr(mirror, "CHECKSUMS", table)
+    monkeypatch.delenv(mirror.ENV_MIRROR, raising=False)
+    return root
+
+
+@pytest.fixture
+def smoke(cep_mirror: Path, compose_cfg: Callable, tmp_path: Path) -> Callable[..., dict]:
+    """``smoke(run_dir, *overrides)``: a ``debug=smoke`` run on the stand-in mirror."""
+
+    def run(run_dir: Path, *overrides: str) -> dict:
+        args = ["debug=smoke", f"run_dir={run_dir}", f"data.mirror={cep_mirror}",
+                f"data.cache_dir={tmp_path / 'cache'}", "device=cpu", *overrides]
+        return train(compose_cfg(args), overrides=args)
+
+    return run
+
+
+def make_task(csv_path: Path, name: str = "mol_csv", seed: int = 0, **kw) -> MoleculeRegression:
+    data = MolDataConfig(path=str(csv_path), target_column="y", cache_dir=str(csv_path.parent / "cache"),
+                         **kw.pop("data", {}))
+    task = MoleculeRegression(MolTaskConfig(name=name, data=data, run_dir=str(csv_path.parent), **kw),
+                              torch.device("cpu"), seed=seed)
+    task.setup()
+    return task
+
+
+@pytest.fixture
+def user_csv(tmp_path: Path) -> Path:
+    return write_csv(tmp_path / "user" / "mols.csv", molecule_rows(1), ["smiles", "y"])
+
+
+# --------------------------------------------------------------------------- #
+# Table 3 experiments
+# --------------------------------------------------------------------------- #
+
+PAPER = {"mean": 2.4062, "wl_kernel": 0.2040, "emf": 0.1250, "nfp": 0.1409, "elbp": 0.1065,
+         "wln": 0.1058, "gated_wln": 0.1043}
+
+
+def test_table3_experiments_exist(compose_cfg) -> None:
+    assert experiment_names("cep") == sorted(f"cep/{v}" for v in PAPER)
+    for variant, value in PAPER.items():
+        cfg = resolve_config(compose_cfg([f"experiment=cep/{variant}"]))
+        assert cfg.paper.value == value and cfg.paper.table == "Table 3"
+        assert cfg.model.name == variant and cfg.task.name == "cep"
+
+
+@pytest.mark.parametrize("experiment", experiment_names("cep"))
+def test_every_cep_experiment_runs(smoke, tmp_path: Path, experiment: str) -> None:
+    result = smoke(tmp_path, f"experiment={experiment}")
+    variant = experiment.split("/")[1]
+    assert result["task"] == "cep" and result["metric"] == "rmse" and result["variant"] == variant
+    for split in ("valid", "test"):
+        assert set(result["metrics"][split]) == {"rmse", "mae"}
+        assert all(math.isfinite(v) and v >= 0 for v in result["metrics"][split].values())
+    extra = result["extra"]
+    assert extra["data"]["sizes"] == {"train": 32, "valid": 4, "test": 5}  # the stand-in's split
+    fitted = variant in ("mean", "wl_kernel")
+    assert (result["steps"] == 0) == fitted  # closed-form models take no gradient step
+    if fitted:
+        assert extra["fitted_parameters"] >= 1 and extra["fit_seconds"] is not None
+    else:
+        assert result["steps"] == 6 and extra["throughput"]["molecules"] > 0
+        assert extra["throughput"]["molecules_per_second"] > 0
+    assert (tmp_path / "best.pt").exists() and (tmp_path / "result.json").exists()
+
+
+@pytest.mark.parametrize("variant", ["wln", "gated_wln", "nfp", "elbp"])
+def test_table3_models_have_026m_parameters(compose_cfg, variant: str) -> None:
+    cfg = resolve_config(compose_cfg([f"experiment=cep/{variant}"]))
+    n = sum(p.numel() for p in build_regressor(cfg.model, 82, 6).parameters())
+    assert abs(n - 260_000) <= 26_000, n
+
+
+def test_authors_optimisation_protocol(compose_cfg) -> None:
+    """Adam 1e-3, ×0.9 every 100k samples until below 5e-6, batches of 20, 4 iterations."""
+    cfg = resolve_config(compose_cfg(["experiment=cep/gated_wln"]))
+    t = cfg.train
+    assert (t.optimizer, t.lr, t.schedule, t.lr_decay) == ("adam", 1e-3, "exponential", 0.9)
+    assert t.clip is None  # the authors do not clip
+    assert cfg.task.batch_size == 20 and cfg.task.samples_per_epoch == 100_000
+    assert (cfg.model.hidden, cfg.model.depth, cfg.model.gated) == (175, 4, True)
+    lrs = [lr_at(e, t.lr, t.schedule, t.lr_decay, t.lr_decay_epoch) for e in range(t.max_epochs + 1)]
+    assert min(lrs[: t.max_epochs]) > 5e-6 > lrs[t.max_epochs]  # the authors' stopping rule
+    assert resolve_config(compose_cfg(["experiment=cep/wln"])).model.hidden == 200
+
+
+def test_epochs_and_evaluation_batches(cep_mirror: Path, tmp_path: Path) -> None:
+    """5,000 batches of 20 per epoch; valid and test read once each, in order, never re-sampled."""
+    data = MolDataConfig(mirror=str(cep_mirror), cache_dir=str(tmp_path / "cache"))
+    task = MoleculeRegression(MolTaskConfig(data=data, run_dir=str(tmp_path)), torch.device("cpu"))
+    task.setup()
+    task.build_model(MODELS["wln"][1](hidden=8, depth=1))
+    assert task.num_train_batches() == 5000
+    for split in ("valid", "test"):
+        targets = torch.cat([b.targets for b in task.eval_batches[split]])
+        assert torch.equal(targets, task.splits[split].targets.double())
+
+
+def test_resume_mid_epoch_is_exact(smoke, tmp_path: Path) -> None:
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    smoke(whole, "experiment=cep/gated_wln")
+    stopped = smoke(split, "experiment=cep/gated_wln", "train.max_steps=4")
+    assert stopped["stop_reason"] == "max_steps"
+    assert checkpoint.load(split / "last.pt")["progress"]["batch"] == 1  # inside epoch 1
+    smoke(split, "experiment=cep/gated_wln", "train.resume=true")
+    a, b = (checkpoint.load(d / "last.pt")["model"] for d in (whole, split))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_batches_are_a_function_of_seed_epoch_index(user_csv: Path) -> None:
+    for resample in (True, False):
+        a = make_task(user_csv, resample=resample, samples_per_epoch=50, batch_size=7)
+        b = make_task(user_csv, resample=resample, samples_per_epoch=50, batch_size=7)
+        c = make_task(user_csv, resample=resample, samples_per_epoch=50, batch_size=7, seed=1)
+        a.train_batch(0, 0)
+        a.train_batch(1, 3)
+        ya = a.train_batch(2, 5)[1]
+        assert torch.equal(ya, b.train_batch(2, 5)[1])  # b never saw the earlier batches
+        assert not torch.equal(ya, c.train_batch(2, 5)[1])
+        assert a.num_train_batches() == 8 and len(a.train_batch(0, 7)[1]) == 1  # 50 = 7·7 + 1
+
+
+def test_shuffled_passes_cover_every_item_once_per_pass() -> None:
+    stream = ShuffledPasses(num_items=10, num_samples=25, seed=3)
+    drawn = np.concatenate([stream.batch(e, i, 5) for e in range(2) for i in range(5)])  # 50 draws
+    for k in range(5):
+        assert sorted(drawn[10 * k : 10 * k + 10].tolist()) == list(range(10))
+
+
+def test_resampling_favours_rare_targets(user_csv: Path) -> None:
+    task = make_task(user_csv, resample=True, resample_bin=0.5, samples_per_epoch=4000)
+    y = task.splits["train"].targets
+    drawn = y[torch.from_numpy(task.sampler.epoch_indices(0))]
+    top = y >= torch.quantile(y, 0.9)
+    assert (drawn >= y[top].min()).float().mean() > top.float().mean() * 1.5
+
+
+def test_metrics_are_in_target_units(user_csv: Path) -> None:
+    """The standardised mean predictor scores the RMSE of the training mean, in y's units."""
+    task = make_task(user_csv)
+    model = task.build_model(MODELS["mean"][1]())
+    task.start_epoch(0)  # fits it
+    assert float(model.mean.detach()) == pytest.approx(0.0, abs=1e-6)  # standardised targets
+    y = task.splits["valid"].targets.double()
+    mean = task.splits["train"].targets.double().mean()
+    metrics = task.evaluate(model, "valid")
+    assert metrics["rmse"] == pytest.approx(float((y - mean).pow(2).mean().sqrt()), rel=1e-5)
+    assert metrics["mae"] == pytest.approx(float((y - mean).abs().mean()), rel=1e-5)
+    train_std = task.splits["train"].targets.double().std(unbiased=False)
+    assert task.meta()["target_std"] == pytest.approx(float(train_std))
+
+
+# --------------------------------------------------------------------------- #
+# A user's CSV (task=mol_csv)
+# --------------------------------------------------------------------------- #
+
+
+def mol_csv(compose_cfg: Callable, run_dir: Path, csv_path: Path, *overrides: str) -> dict:
+    args = ["task=mol_csv", "model=wln", "train=molecules", "debug=smoke", "device=cpu",
+            f"run_dir={run_dir}", f"data.path={csv_path}", "data.target_column=y",
+            f"data.cache_dir={run_dir.parent / 'cache'}", *overrides]
+    return train(compose_cfg(args), overrides=args)
+
+
+def with_invalid_row(tmp_path: Path) -> Path:
+    rows = molecule_rows(2)
+    rows.insert(5, ["C1CC(", "2.0"])  # data row 5
+    rows.insert(9, ["CCO", "n/a"])  # data row 9
+    return write_csv(tmp_path / "bad.csv", rows, ["smiles", "y"])
+
+
+def test_user_csv_trains_with_random_split(compose_cfg, user_csv: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = mol_csv(compose_cfg, run, user_csv)
+    assert result["task"] == "mol_csv"
+    assert result["extra"]["data"]["sizes"] == {"train": 32, "valid": 4, "test": 5}
+    split = json.loads((run / "split.json").read_text())  # a split made here is saved with the run
+    assert sorted(split["train"] + split["valid"] + split["test"]) == list(range(41))
+    again = mol_csv(compose_cfg, tmp_path / "again", user_csv)
+    assert again["metrics"] == result["metrics"]  # same seeds, same split, same run
+    other = mol_csv(compose_cfg, tmp_path / "s1", user_csv, "data.split_seed=1")
+    assert json.loads((tmp_path / "s1" / "split.json").read_text())["test"] != split["test"]
+    assert other["extra"]["data"]["split"].endswith("split_seed 1")
+
+
+def test_invalid_smiles_stops_with_one_line(compose_cfg, tmp_path: Path) -> None:
+    with pytest.raises(DataError) as err:
+        mol_csv(compose_cfg, tmp_path / "run", with_invalid_row(tmp_path), "data.on_invalid=error")
+    msg = str(err.value)
+    assert "row 9 (line 11)" in msg and "non-numeric target 'n/a'" in msg and "\n" not in msg
+    rows = molecule_rows(2)
+    rows.insert(5, ["C1CC(", "2.0"])
+    with pytest.raises(DataError, match=r"row 5 \(column 'smiles'\): unparseable SMILES 'C1CC\('"):
+        mol_csv(compose_cfg, tmp_path / "run2", write_csv(tmp_path / "bad2.csv", rows, ["smiles", "y"]))
+
+
+def test_skip_counts_and_writes_exclusions(compose_cfg, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = mol_csv(compose_cfg, run, with_invalid_row(tmp_path), "data.on_invalid=skip")
+    assert result["extra"]["data"]["excluded"] == 2
+    with open(run / "exclusions.csv", newline="") as f:
+        excluded = list(csv.DictReader(f))
+    assert [(x["row"], x["smiles"], x["reason"]) for x in excluded] == [
+        ("5", "C1CC(", "unparseable SMILES"), ("9", "CCO", "non-numeric target")]
+    assert sum(result["extra"]["data"]["sizes"].values()) == 41
+
+
+def test_split_column(compose_cfg, tmp_path: Path) -> None:
+    rows = [r + [("test" if i % 10 == 0 else "Valid" if i % 10 == 1 else "train")]
+            for i, r in enumerate(molecule_rows())]
+    path = write_csv(tmp_path / "cols.csv", rows, ["smiles", "y", "fold"])
+    result = mol_csv(compose_cfg, tmp_path / "run", path, "data.split_column=fold")
+    assert result["extra"]["data"]["sizes"] == {"train": 32, "valid": 4, "test": 5}
+    rows[3][2] = "holdout"
+    with pytest.raises(DataError, match=r"row 3 .*split value 'holdout'"):
+        path = write_csv(tmp_path / "c2.csv", rows, ["smiles", "y", "fold"])
+        mol_csv(compose_cfg, tmp_path / "run2", path, "data.split_column=fold")
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([], "task=mol_csv needs data.path"),
+    (["data.path={csv}", "model.atom_dim=10"], "model.atom_dim=10 but the featurizer gives 82"),
+    (["data.path={csv}", "data.on_invalid=drop"], "on_invalid must be one of"),
+    (["data.path={csv}", "model=nfp", "model.depth=two"], r"model\.depth"),
+])
+def test_config_errors_are_one_line(compose_cfg, tmp_path: Path, overrides, message) -> None:
+    path = write_csv(tmp_path / "x.csv", molecule_rows(), ["smiles", "y"])
+    args = ["task=mol_csv", "model=wln", "train=molecules", f"run_dir={tmp_path}",
+            "data.target_column=y", *(o.format(csv=path) for o in overrides)]
+    with pytest.raises(ConfigError, match=message) as err:
+        train(compose_cfg(args), overrides=args)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.skipif(not (REAL_MIRROR / "cep" / "cep-processed.csv").is_file(), reason="no data mirror")
+def test_smoke_on_the_real_mirror(compose_cfg, tmp_path: Path) -> None:
+    """A slice of the real CEP: 64 training molecules, 2 evaluation batches."""
+    args = ["experiment=cep/wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path}",
+            f"data.mirror={REAL_MIRROR}"]
+    result = train(compose_cfg(args), overrides=args)
+    assert result["extra"]["data"]["sizes"] == {"train": 64, "valid": 2997, "test": 2999}
+    assert 3.0 < result["extra"]["data"]["target"]["mean"] < 5.0

@@ -1,0 +1,114 @@
+"""``python -m knn.predict``: predictions from a training run's checkpoint, on a CSV or a SMILES list."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from knn.predict import main
+from knn.train import train
+
+SMILES = ["C", "CC", "CCO", "CCN", "CC=O", "c1ccccc1", "c1ccncc1", "c1ccoc1", "c1ccsc1",
+          "Cc1ccccc1", "Oc1ccccc1", "c1ccc2ccccc2c1", "C1CCCCC1", "CC(=O)O", "N#Cc1ccccc1",
+          "O=C1CCCC1", "COc1ccccc1", "C=Cc1ccccc1", "CC(C)(C)O", "c1ccc2sccc2c1", "FC(F)F",
+          "CCCC", "CCOC", "OCCO", "C[SiH2]C", "c1cc[se]c1"]
+
+
+def write_csv(path: Path, rows: list[list], header: list[str]) -> Path:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def read_csv(path_or_text: Path | str) -> list[dict[str, str]]:
+    text = path_or_text.read_text() if isinstance(path_or_text, Path) else path_or_text
+    return list(csv.DictReader(text.splitlines()))
+
+
+@pytest.fixture
+def data_csv(tmp_path: Path) -> Path:
+    rng = random.Random(0)
+    rows = [[s, round(0.3 * len(s) + rng.uniform(-0.2, 0.2), 3)] for s in SMILES]
+    return write_csv(tmp_path / "mols.csv", rows, ["mol", "logS"])
+
+
+@pytest.fixture
+def trained(compose_cfg: Callable, tmp_path: Path, data_csv: Path) -> Callable[[str], Path]:
+    """``trained(model)``: the run directory of a smoke run of ``model`` on ``data_csv``."""
+
+    def run(model: str) -> Path:
+        run_dir = tmp_path / f"run_{model}"
+        args = ["task=mol_csv", f"model={model}", "train=molecules", "debug=smoke", "device=cpu",
+                f"run_dir={run_dir}", f"data.path={data_csv}", "data.smiles_column=mol",
+                "data.target_column=logS", f"data.cache_dir={tmp_path / 'cache'}",
+                "task.limit_eval_batches=null"]
+        train(compose_cfg(args), overrides=args)
+        return run_dir
+
+    return run
+
+
+@pytest.mark.parametrize("model", ["gated_wln", "nfp", "wl_kernel"])
+def test_predict_csv_matches_the_run(trained, tmp_path: Path, data_csv: Path, capsys,
+                                     model: str) -> None:
+    """On the run's test rows, the checkpoint's predictions reproduce result.json's test RMSE."""
+    run_dir = trained(model)
+    result = json.loads((run_dir / "result.json").read_text())
+    test_rows = set(json.loads((run_dir / "split.json").read_text())["test"])
+    out = tmp_path / "pred" / "out.csv"
+    assert main([f"ckpt={run_dir / 'best.pt'}", f"input={data_csv}", f"output={out}"]) == 0
+    rows = read_csv(out)
+    assert list(rows[0]) == ["row", "smiles", "logS", "prediction"]  # smiles column from the run
+    assert [r["smiles"] for r in rows] == SMILES
+    assert [int(r["row"]) for r in rows] == list(range(len(SMILES)))
+    err = [float(r["prediction"]) - float(r["logS"]) for r in rows if int(r["row"]) in test_rows]
+    assert math.sqrt(sum(e * e for e in err) / len(err)) == pytest.approx(
+        result["metrics"]["test"]["rmse"], rel=1e-5)
+    assert "logS: rmse" in capsys.readouterr().err
+
+
+def test_predict_smiles_list_and_file(trained, tmp_path: Path, capsys) -> None:
+    run_dir = trained("wln")
+    assert main([f"ckpt={run_dir}", "input=CCO,C=CC=O,c1ccccc1"]) == 0  # a run dir means its best.pt
+    rows = read_csv(capsys.readouterr().out)
+    assert [r["smiles"] for r in rows] == ["CCO", "C=CC=O", "c1ccccc1"]
+    assert all(math.isfinite(float(r["prediction"])) for r in rows)
+    listed = tmp_path / "list.txt"
+    listed.write_text("CCO\n\nC=CC=O\nc1ccccc1\n")
+    assert main([f"ckpt={run_dir / 'best.pt'}", f"input={listed}"]) == 0
+    assert read_csv(capsys.readouterr().out) == rows
+
+
+def test_invalid_smiles(trained, capsys) -> None:
+    run_dir = trained("wln")
+    assert main([f"ckpt={run_dir}", "input=CCO,C1CC(,CC"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "input item 1: unparseable SMILES 'C1CC('" in err
+    assert main([f"ckpt={run_dir}", "input=CCO,C1CC(,CC", "on_invalid=skip"]) == 0
+    rows = read_csv(capsys.readouterr().out)
+    assert [(r["prediction"] == "", r["invalid"]) for r in rows] == [
+        (False, ""), (True, "unparseable SMILES"), (False, "")]
+
+
+@pytest.mark.parametrize("argv, status, message", [
+    (["input=CCO"], 2, "ckpt=... is required"),
+    (["ckpt=x", "input=CCO", "format=json"], 2, "unknown argument 'format=json'"),
+    (["ckpt=/nonexistent/best.pt", "input=CCO"], 1, "no checkpoint at /nonexistent/best.pt"),
+])
+def test_argument_errors(capsys, argv, status, message) -> None:
+    assert main(argv) == status
+    assert message in capsys.readouterr().err
+
+
+def test_missing_smiles_column(trained, data_csv: Path, capsys) -> None:
+    run_dir = trained("wln")
+    assert main([f"ckpt={run_dir}", f"input={data_csv}", "smiles_column=smiles"]) == 1
+    assert "no column 'smiles'; columns present: mol, logS" in capsys.readouterr().err

@@ -35,6 +35,7 @@ help: ## list the targets
 	@echo "  variables: BUDGET=<minutes> (reproduce-*), EVAL_BATCH=<n>, ARGS=\"<hydra overrides>\","
 	@echo "             SEEDS=\"0 1 2 3 4\", SST_VARIANTS=\"gated_fine ...\", SST_RUNS=<dir>, SST_TABLE=<prefix> (reproduce-sst)"
 	@echo "             CEP_VARIANTS=\"mean wl_kernel ...\", CEP_RUNS=<dir>, CEP_TABLE=<prefix>, CEP_THREADS=1 (reproduce-cep)"
+	@echo "             RESULTS=<dir>, REPORT=<dir> (report), EXPECTED=<yaml>, NIGHTLY_OUT=<dir> (nightly)"
 
 setup: $(STAMP) ## create .venv and install the package (reinstalls only when pyproject.toml changes)
 
@@ -76,6 +77,10 @@ ifeq ($(origin CEP_RUNS),undefined)
 CEP_RUNS := outputs/cep/reproduce/$(shell date +%Y-%m-%d_%H-%M-%S)
 endif
 
+# report: the folder searched for result.json / failed.json, and where the report goes.
+RESULTS ?= experiments/results
+REPORT ?= experiments/report
+
 reproduce-cep: $(foreach v,$(CEP_VARIANTS),$(CEP_RUNS)/$(v)/result.json) ## Table 3: WLN, gated WLN, NFP, ELBP, mean, WL kernel on CPU (BUDGET=<min per model>)
 	$(PY) -m knn.cep_table $(CEP_RUNS) --out $(CEP_TABLE)
 
@@ -88,8 +93,12 @@ $(CEP_RUNS)/%/result.json: | $(STAMP)
 		$(if $(BUDGET),train.max_minutes=$(BUDGET)) $(if $(wildcard $(@D)/last.pt),train.resume=true) \
 		$(ARGS) hydra.run.dir=$(@D)
 
-report: setup ## paper tables from results on disk: not yet implemented
-	@echo "not yet implemented: see issue 6"; exit 2
+report: setup ## Tables 1-3, Figure 2, learning curves, bench chart from RESULTS into REPORT/README.md
+	$(PY) -m knn.report --results $(RESULTS) --out $(REPORT)
 
-nightly: setup ## nightly regression run: not yet implemented
-	@echo "not yet implemented: see issue 6"; exit 2
+# nightly: the checks and their bands; the run folder (default outputs/nightly/<time>).
+EXPECTED ?= experiments/expected.yaml
+NIGHTLY_OUT ?= outputs/nightly/$(shell date +%Y-%m-%d_%H-%M-%S)
+
+nightly: setup ## short fixed runs + bench against experiments/expected.yaml bands; exit 1 on any failure
+	$(PY) -m knn.nightly --expected $(EXPECTED) --out $(NIGHTLY_OUT)

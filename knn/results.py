@@ -1,10 +1,21 @@
-"""Collect ``result.json`` files under folders and aggregate them over seeds.
+"""The results registry: runs collected from folders, listed, filtered, aggregated over seeds.
 
-    python -m knn.results ROOT [ROOT ...] [--out PREFIX] [--title TITLE]
+    python -m knn.results [ROOT ...] [--task GLOB] [--model GLOB] [--variant GLOB]
+                          [--list] [--out PREFIX] [--title TITLE]
 
-Every ``result.json`` below the roots is one run (see :mod:`knn.train.loop`);
-runs with the same (task, variant) form a group, one row of a paper table.
-Per group, on the task's selection metric (``result["metric"]``):
+Every ``result.json`` below the roots (default ``experiments/results``;
+Hydra's single-run and multirun folders alike) is one run (see
+:mod:`knn.train.loop`); every ``failed.json`` is a run that failed (fields
+task, model, variant, seed, error, command), unless its folder also holds a
+``result.json`` (a later run in the same folder finished). ``--task``,
+``--model`` and ``--variant`` keep the runs whose field matches the glob.
+
+``--list`` prints one line per run, failed ones included: task, model,
+variant, seed, validation and test metric, protocol (full, budgeted, smoke,
+or FAILED), folder, and for a failed run its error.
+
+Otherwise runs with the same (task, variant) form a group, one row of a
+paper table. Per group, on the task's selection metric (``result["metric"]``):
 
 * **selected**: the test value of the run with the best validation value
   (ties: the lowest seed), the honest model-selection number;
@@ -15,28 +26,54 @@ Per group, on the task's selection metric (``result["metric"]``):
 * wall time per run, the seeds, and each run's command.
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` (the table, then one line per
-run) and ``PREFIX.json`` (the same, as data); it always prints the Markdown.
+run) and ``PREFIX.json`` (the same, as data); it always prints the Markdown,
+and says on stderr how many failed runs the roots hold.
 Task-agnostic: the direction of a metric comes from the task registry.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+#: Where ``python -m knn.results`` looks when given no root (relative to the working folder).
+RESULTS_ROOT = "experiments/results"
+RESULT, FAILED = "result.json", "failed.json"
+
+
+def _files(root: Path, name: str) -> list[Path]:
+    """Every file called ``name`` below ``root``; a file root counts as a result unless it
+    is a ``failed.json``, and as a failure only if it is one."""
+    if root.is_file():
+        return [root] if (root.name == FAILED) == (name == FAILED) else []
+    return sorted(root.rglob(name))
+
 
 def collect(*roots: str | Path) -> list[dict[str, Any]]:
     """Every ``result.json`` under ``roots`` (a root may be one file), with ``run_dir`` added."""
-    runs = []
-    for root in map(Path, roots):
-        files = [root] if root.is_file() else sorted(root.rglob("result.json"))
-        for f in files:
-            runs.append({**json.loads(f.read_text()), "run_dir": str(f.parent)})
-    return runs
+    return [{**json.loads(f.read_text()), "run_dir": str(f.parent)}
+            for root in map(Path, roots) for f in _files(root, RESULT)]
+
+
+def collect_failed(*roots: str | Path) -> list[dict[str, Any]]:
+    """Every ``failed.json`` under ``roots`` whose folder holds no ``result.json``, with
+    ``run_dir`` and ``status: "failed"`` added."""
+    return [{**json.loads(f.read_text()), "status": "failed", "run_dir": str(f.parent)}
+            for root in map(Path, roots) for f in _files(root, FAILED)
+            if not (f.parent / RESULT).exists()]
+
+
+def select(runs: list[dict[str, Any]], task: str | None = None, model: str | None = None,
+           variant: str | None = None) -> list[dict[str, Any]]:
+    """The runs whose task, model and variant match the glob patterns (None: any)."""
+    patterns = {"task": task, "model": model, "variant": variant}
+    return [r for r in runs
+            if all(p is None or fnmatch.fnmatchcase(str(r.get(k)), p) for k, p in patterns.items())]
 
 
 def higher_is_better(task: str) -> bool:
@@ -50,20 +87,56 @@ def _mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), std
 
 
+def protocol(run: dict[str, Any]) -> str:
+    """full / budgeted N min / cut at max_steps / smoke, from what the run records."""
+    task_cfg = run.get("config", {}).get("task", {})
+    if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
+        return "smoke (limited batches)"
+    if run.get("budgeted"):
+        return f"budgeted {run['budget_minutes']:g} min"
+    if run.get("stop_reason") == "max_steps":
+        return "cut at max_steps"
+    return "full"
+
+
 def _protocol(runs: list[dict[str, Any]]) -> str:
-    """full / budgeted N min / cut at steps / smoke, from what the runs record."""
-    parts = set()
-    for r in runs:
-        task_cfg = r.get("config", {}).get("task", {})
-        if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
-            parts.add("smoke (limited batches)")
-        elif r.get("budgeted"):
-            parts.add(f"budgeted {r.get('budget_minutes')} min")
-        elif r.get("stop_reason") == "max_steps":
-            parts.add("cut at max_steps")
-        else:
-            parts.add("full")
-    return ", ".join(sorted(parts))
+    """The distinct protocols of ``runs``, sorted and joined."""
+    return ", ".join(sorted({protocol(r) for r in runs}))
+
+
+def fmt_metric(metric: str, value: float) -> str:
+    """A metric value as tables show it: 4 decimals for RMSE and MAE, else 2."""
+    return f"{value:.4f}" if metric in ("rmse", "mae") else f"{value:.2f}"
+
+
+def run_key(run: dict[str, Any]) -> tuple:
+    """Sort key of a run, completed or failed: task, variant, seed, folder."""
+    seed = run.get("seed")
+    return (str(run.get("task")), str(run.get("variant")), seed if isinstance(seed, int) else -1,
+            run["run_dir"])
+
+
+def params(run: dict[str, Any]) -> int:
+    """The run's trained parameters; a closed-form model's fitted size where it records one."""
+    fitted = (run.get("extra") or {}).get("fitted_parameters")
+    return run["params"] if fitted is None else fitted
+
+
+def listing(runs: list[dict[str, Any]]) -> list[str]:
+    """A header and one aligned line per run (completed or failed), sorted by task, variant,
+    seed and folder; see the module docstring for the columns."""
+    rows = [["task", "model", "variant", "seed", "valid", "test", "protocol", "run_dir"]]
+    for r in sorted(runs, key=run_key):
+        head = [str(r.get(k, "?")) for k in ("task", "model", "variant", "seed")]
+        if r.get("status") == "failed":
+            rows.append(head + ["-", "-", "FAILED", r["run_dir"], r.get("error", "")])
+            continue
+        m = r["metric"]
+        rows.append(head + [f"{m} {fmt_metric(m, r['metrics'][split][m])}"
+                            for split in ("valid", "test")] + [protocol(r), r["run_dir"]])
+    widths = [max(len(row[i]) for row in rows) for i in range(7)]
+    return ["  ".join([c.ljust(w) for c, w in zip(row, widths)] + row[7:]).rstrip()
+            for row in rows]
 
 
 def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -87,6 +160,7 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "task": task,
             "variant": variant,
             "model": members[0]["model"],
+            "params": params(members[0]),
             "metric": metric,
             "higher_is_better": sign > 0,
             "n_runs": len(members),
@@ -109,8 +183,10 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _pm(mean: float, std: float | None) -> str:
-    return f"{mean:.2f}" if std is None else f"{mean:.2f} ± {std:.2f}"
+def pm(metric: str, mean: float, std: float | None) -> str:
+    """``mean ± std`` in the metric's format; the mean alone when there is no spread."""
+    text = fmt_metric(metric, mean)
+    return text if std is None else f"{text} ± {fmt_metric(metric, std)}"
 
 
 def _minutes(seconds: float) -> str:
@@ -128,13 +204,13 @@ def markdown(rows: list[dict[str, Any]], title: str | None = None) -> str:
     ]
     for g in rows:
         paper = (g["paper"] or {}).get("value")
-        w = g["wall_seconds"]
+        w, m = g["wall_seconds"], g["metric"]
         cells = [
             g["task"], g["variant"], g["model"],
             f"{g['n_runs']} ({', '.join(map(str, g['seeds']))})",
-            f"{g['selected']['test']:.2f} (seed {g['selected']['seed']})",
-            f"{g['best_test']['test']:.2f} (seed {g['best_test']['seed']})",
-            _pm(g["test_mean"], g["test_std"]), _pm(g["valid_mean"], g["valid_std"]),
+            f"{fmt_metric(m, g['selected']['test'])} (seed {g['selected']['seed']})",
+            f"{fmt_metric(m, g['best_test']['test'])} (seed {g['best_test']['seed']})",
+            pm(m, g["test_mean"], g["test_std"]), pm(m, g["valid_mean"], g["valid_std"]),
             "-" if paper is None else str(paper),
             f"{_minutes(w['mean'])} ({_minutes(w['min'])}-{_minutes(w['max'])})",
             g["protocol"],
@@ -144,11 +220,12 @@ def markdown(rows: list[dict[str, Any]], title: str | None = None) -> str:
         lines += ["", f"Metric: {', '.join(sorted({g['metric'] for g in rows}))}; "
                   "std is the sample standard deviation over runs.", "", "Runs:", ""]
         for g in rows:
+            m = g["metric"]
             for r in g["runs"]:
                 lines.append(
-                    f"- {g['variant']} seed {r['seed']}: valid {r['valid']:.2f}, test "
-                    f"{r['test']:.2f}, {_minutes(r['wall_seconds'])} min, {r['epochs']} epochs "
-                    f"({r['stop_reason']}), {r['device']}: `{r['command']}`")
+                    f"- {g['variant']} seed {r['seed']}: valid {fmt_metric(m, r['valid'])}, test "
+                    f"{fmt_metric(m, r['test'])}, {_minutes(r['wall_seconds'])} min, {r['epochs']} "
+                    f"epochs ({r['stop_reason']}), {r['device']}: `{r['command']}`")
     return "\n".join(lines) + "\n"
 
 
@@ -163,8 +240,16 @@ def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("roots", nargs="+", help="folders searched for result.json (or files)")
+    parser = argparse.ArgumentParser(prog="python -m knn.results",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("roots", nargs="*", default=[RESULTS_ROOT],
+                        help=f"folders searched for result.json and failed.json, or files "
+                             f"(default: {RESULTS_ROOT})")
+    parser.add_argument("--task", help="keep runs whose task matches this glob")
+    parser.add_argument("--model", help="keep runs whose model matches this glob")
+    parser.add_argument("--variant", help="keep runs whose variant matches this glob")
+    parser.add_argument("--list", action="store_true",
+                        help="one line per run (failed ones included) instead of the table")
     parser.add_argument("--out", help="write OUT.md and OUT.json")
     parser.add_argument("--title", help="heading of the Markdown table")
     args = parser.parse_args(argv)
@@ -172,9 +257,20 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"error: no such file or folder: {', '.join(missing)}", file=sys.stderr)
         return 1
-    runs = collect(*args.roots)
+    where = dict(task=args.task, model=args.model, variant=args.variant)
+    runs = select(collect(*args.roots), **where)
+    failed = select(collect_failed(*args.roots), **where)
+    if args.list:
+        if not runs and not failed:
+            print(f"error: no matching run under {', '.join(args.roots)}", file=sys.stderr)
+            return 1
+        print("\n".join(listing(runs + failed)))
+        return 0
+    if failed:
+        print(f"note: {len(failed)} failed run(s) not in the table (see --list)", file=sys.stderr)
     if not runs:
-        print(f"error: no result.json under {', '.join(args.roots)}", file=sys.stderr)
+        which = " matching the filters" if any(where.values()) else ""
+        print(f"error: no result.json{which} under {', '.join(args.roots)}", file=sys.stderr)
         return 1
     rows = aggregate(runs)
     if args.out:

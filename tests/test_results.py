@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from knn.results import aggregate, collect, main, markdown
+from knn.results import aggregate, collect, collect_failed, listing, main, markdown, select
 
 
 def result(task: str, variant: str, seed: int, valid: float, test: float, **extra) -> dict:
     metric = {"sst": "acc", "ptb": "ppl"}[task]
-    return {"task": task, "variant": variant, "model": "m", "metric": metric, "seed": seed,
+    return {"task": task, "variant": variant, "model": "m", "params": 1000, "metric": metric,
+            "seed": seed,
             "metrics": {"valid": {metric: valid}, "test": {metric: test}},
             "wall_seconds": 60.0 * (seed + 1), "epochs": 3, "stop_reason": "patience",
             "budgeted": False, "device": "cpu", "command": f"python -m knn.train seed={seed}",
@@ -82,3 +83,79 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert "no result.json" in capsys.readouterr().err
     assert main([str(tmp_path / "nowhere")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+def write_failed(run_dir: Path, variant: str, seed: int) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "failed.json").write_text(json.dumps({
+        "task": "sst", "model": "knn_sst", "variant": variant, "seed": seed, "status": "failed",
+        "error": "ValueError: boom", "command": f"python -m knn.train seed={seed}"}))
+
+
+def test_failed_runs_are_collected_unless_a_result_supersedes_them(tmp_path: Path) -> None:
+    root = write_runs(tmp_path, SST_RUNS[:2])
+    write_failed(root / "const_fine" / "run9", "const_fine", 9)
+    write_failed(root / "gated_fine" / "run0", "gated_fine", 2)  # its folder finished later
+    [failed] = collect_failed(root)
+    assert failed["variant"] == "const_fine" and failed["status"] == "failed"
+    assert failed["run_dir"] == str(root / "const_fine" / "run9")
+    assert [r["seed"] for r in collect(root)] == [2, 0]  # failed.json is never a result
+    assert collect_failed(root / "const_fine" / "run9" / "failed.json") == [failed]
+    assert collect(root / "const_fine" / "run9" / "failed.json") == []
+
+
+def test_select_matches_globs_on_task_model_and_variant() -> None:
+    runs = runs_with_dirs([result("sst", "gated_fine", 0, 1, 1),
+                           result("sst", "const_binary", 0, 1, 1),
+                           result("ptb", "gated_5m", 0, 1, 1, model="knn_lm")])
+    assert [r["variant"] for r in select(runs, variant="gated_*")] == ["gated_fine", "gated_5m"]
+    assert [r["variant"] for r in select(runs, task="sst", variant="*_binary")] == ["const_binary"]
+    assert [r["variant"] for r in select(runs, model="knn_*")] == ["gated_5m"]
+    assert select(runs) == runs and select(runs, task="cep") == []
+
+
+def test_listing_one_aligned_line_per_run_failed_included(tmp_path: Path) -> None:
+    root = write_runs(tmp_path, [SST_RUNS[0], result("ptb", "gated_5m", 0, 80.0, 78.5,
+                                                     budgeted=True, budget_minutes=30.0)])
+    write_failed(root / "const_fine" / "run9", "const_fine", 9)
+    header, *lines = listing(collect(root) + collect_failed(root))
+    assert header.split() == ["task", "model", "variant", "seed", "valid", "test", "protocol",
+                              "run_dir"]
+    assert [line.split()[:3] for line in lines] == [["ptb", "m", "gated_5m"],
+                                                    ["sst", "knn_sst", "const_fine"],
+                                                    ["sst", "m", "gated_fine"]]
+    ptb, failed, sst = lines
+    assert "ppl 80.00  ppl 78.50  budgeted 30 min" in ptb and ptb.endswith("gated_5m/run1")
+    assert "FAILED" in failed and failed.endswith("run9  ValueError: boom")
+    assert "acc 50.00  acc 54.00  full" in sst
+    assert len({line.index(str(root)) for line in (ptb, sst)}) == 1  # the folder column aligns
+
+
+def test_cli_list_and_filters(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    root = write_runs(tmp_path / "runs", SST_RUNS + [result("sst", "gated_binary", 0, 90.0, 89.0)])
+    write_failed(root / "const_fine" / "run9", "const_fine", 9)
+    assert main([str(root), "--list", "--variant", "*_fine"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 + 4 + 1 and not any("gated_binary" in line for line in out)
+    assert main([str(root), "--variant", "gated_binary"]) == 0
+    captured = capsys.readouterr()
+    rows = [line for line in captured.out.splitlines() if line.startswith("| sst")]
+    assert [row.split(" | ")[1] for row in rows] == ["gated_binary"]
+    assert main([str(root), "--variant", "const_*"]) == 1  # only a failed run matches
+    err = capsys.readouterr().err
+    assert "1 failed run(s)" in err and "no result.json matching" in err
+    assert main([str(root), "--list", "--task", "cep"]) == 1
+
+
+def test_group_params_use_a_closed_form_fitted_size() -> None:
+    runs = runs_with_dirs([result("sst", "gated_fine", 0, 1, 1, params=0,
+                                  extra={"fitted_parameters": 46_255})])
+    assert aggregate(runs)[0]["params"] == 46_255
+
+
+def test_cli_default_root_is_experiments_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    write_runs(tmp_path / "experiments" / "results", SST_RUNS[:1])
+    monkeypatch.chdir(tmp_path)
+    assert main(["--list"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith("experiments/results/gated_fine/run0")

@@ -193,6 +193,8 @@ def atomic_write(dest: Path) -> Iterator[IO[bytes]]:
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename, so a power cut cannot leave it empty
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache must be readable by all
         os.replace(tmp, dest)
     except BaseException:

@@ -38,6 +38,17 @@ fixed embeddings in mind:
 * ``"random"``: each gets its own random row as for ``<unk>`` (Kim 2014's
   treatment of words missing from word2vec).
 
+Shared-vector policy (``shared``) for task types whose vectors are identical
+(a pruned table such as spaCy's ``en_core_web_md`` maps many words to one
+row: in the mirror's stand-in, 19,863 SST types have only 3,111 distinct
+vectors, and "good", "bad" and "." share one):
+
+* ``"keep"`` (default): use the vectors as given;
+* ``"split"``: every type in a group of two or more gets its row mixed in
+  equal parts with its own random direction, ``unit(unit(v) + unit(r))``
+  (``r`` uniform ±0.25 from ``seed``), so fixed vectors can still tell the
+  words apart while keeping the group's direction. Singletons are untouched.
+
 ``normalize=True`` scales every found vector (and the random ones) to unit
 L2 length, as the paper does ("we normalize the vectors, ||w||=1, and fix
 them"); all-zero vectors stay zero. Row 0 is always ``<pad>`` (zeros).
@@ -66,6 +77,7 @@ from knn.data.vocab import Vocab
 PAD = "<pad>"
 UNK = "<unk>"
 OOV_POLICIES = ("unk", "zero", "random")
+SHARED_POLICIES = ("keep", "split")
 RANDOM_SCALE = 0.25  # Kim (2014): U(-a, a) with a chosen so variance matches word2vec's
 
 
@@ -78,6 +90,7 @@ class Coverage:
     found_tokens: int
     total_tokens: int
     missing: tuple[str, ...]  # types without a vector, most frequent first
+    distinct: int  # distinct vectors among the found types (a pruned table has fewer)
 
     @property
     def type_rate(self) -> float:
@@ -91,7 +104,7 @@ class Coverage:
         return (
             f"{self.found_types}/{self.total_types} types ({100 * self.type_rate:.1f}%), "
             f"{self.found_tokens}/{self.total_tokens} tokens ({100 * self.token_rate:.1f}%) "
-            f"have a vector"
+            f"have a vector ({self.distinct} distinct)"
         )
 
 
@@ -239,6 +252,15 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / np.where(norms > 0, norms, 1.0)
 
 
+def _split_shared(rows: np.ndarray, in_group: np.ndarray, seed: int) -> np.ndarray:
+    """``unit(unit(v) + unit(r))`` times ``|v|`` for the rows flagged ``in_group``."""
+    rng = np.random.default_rng([seed, 1])  # its own stream: other rows do not move
+    r = _unit(rng.uniform(-RANDOM_SCALE, RANDOM_SCALE, size=rows.shape))
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    mixed = _unit(_unit(rows) + r) * norms
+    return np.where(in_group[:, None], mixed, rows)
+
+
 def build_embeddings(
     tokens: Iterable[str],
     path: str | Path,
@@ -247,6 +269,7 @@ def build_embeddings(
     seed: int = 0,
     dim: int | None = None,
     member: str | None = None,
+    shared: str = "keep",
 ) -> Embeddings:
     """Vocabulary and fixed (V, dim) float32 vectors for the task's ``tokens``.
 
@@ -257,6 +280,8 @@ def build_embeddings(
     """
     if oov not in OOV_POLICIES:
         raise ValueError(f"oov must be one of {OOV_POLICIES}, got {oov!r}")
+    if shared not in SHARED_POLICIES:
+        raise ValueError(f"shared must be one of {SHARED_POLICIES}, got {shared!r}")
     counts = Counter(tokens)  # insertion-ordered, so the stable sort breaks ties by first use
     # The specials keep their own rows even if the task text spells them.
     ranked = sorted((t for t in counts if t not in (PAD, UNK)), key=lambda t: -counts[t])
@@ -266,12 +291,15 @@ def build_embeddings(
     if not have:
         raise DataError(f"{path}: none of the {len(ranked)} task types has a vector")
     d = len(found[have[0]])
+    found_rows = np.stack([found[t] for t in have])
+    _, group, group_size = np.unique(found_rows, axis=0, return_inverse=True, return_counts=True)
     coverage = Coverage(
         found_types=len(have),
         total_types=len(ranked),
         found_tokens=sum(counts[t] for t in have),
         total_tokens=sum(counts[t] for t in ranked),
         missing=tuple(missing),
+        distinct=len(group_size),
     )
     extra = missing if oov != "unk" else []
     rng = np.random.default_rng(seed)
@@ -282,7 +310,8 @@ def build_embeddings(
         extra_rows = rng.uniform(-RANDOM_SCALE, RANDOM_SCALE, size=(len(extra), d))
     else:
         extra_rows = np.zeros((len(extra), d))
-    found_rows = np.stack([found[t] for t in have])
+    if shared == "split":
+        found_rows = _split_shared(found_rows, group_size[group.reshape(-1)] > 1, seed)
     if normalize:
         found_rows, unk_row, extra_rows = _unit(found_rows), _unit(unk_row), _unit(extra_rows)
     table = np.concatenate(

@@ -7,6 +7,12 @@ gradients stop at the segment boundary; it is reset to zeros at the start of
 every epoch and of every evaluation. Evaluation carries state the same way,
 over ``eval_batch_size`` columns (the authors' PyTorch script uses 1, the
 most faithful and slowest choice).
+
+Data-parallel (``torchrun``, :mod:`knn.train.dist`): each of W processes
+trains on its contiguous share of the ``batch_size`` columns (which must be
+divisible by W) and carries its own part of the state, so W processes take
+the steps of one process with ``batch_size`` columns; checkpoints hold the
+state of all the columns, so a run resumes on any number of processes.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ MODELS: dict[str, tuple[type[nn.Module], type]] = {
     "knn_lm": (KernelLM, KernelLMConfig),
     "lstm_lm": (LSTMLM, LSTMLMConfig),
 }
+#: model class -> the batch (column) dimension of its ``state_to_tensors`` tensors.
+STATE_BATCH_DIM: dict[type, int] = {KernelLM: 0, LSTMLM: 1}  # (B,n,d)/(B,d); (depth,B,d)
 
 
 def load_corpus(data: LMDataConfig) -> PTBCorpus:
@@ -81,12 +89,20 @@ class LanguageModeling:
         self._model_cls: Any = None
 
     def setup(self) -> None:
+        from knn.train import dist  # here: knn.train imports knn.tasks
+        from knn.train.config import ConfigError
+
+        if self.cfg.batch_size % dist.world_size():
+            raise ConfigError(f"task.batch_size={self.cfg.batch_size} must be divisible by the "
+                              f"number of processes ({dist.world_size()})")
         corpus = load_corpus(self.cfg.data)
         self.vocab_size = len(corpus.vocab)
         sizes = {"train": self.cfg.batch_size, "valid": self.cfg.eval_batch_size}
         sizes["test"] = self.cfg.eval_batch_size
         for split, bsz in sizes.items():
             self.splits[split] = batchify(getattr(corpus, split), bsz).to(self.device)  # (N,B)
+        # This process's columns (all of them in one process); evaluation is rank 0's, whole.
+        self.splits["train"] = self.splits["train"][:, dist.share(self.cfg.batch_size)].contiguous()
 
     def build_model(self, model_cfg: Any) -> nn.Module:
         cls, _ = self.models[model_cfg.name]
@@ -138,11 +154,19 @@ class LanguageModeling:
         return {"vocab_size": self.vocab_size}
 
     def state_dict(self) -> dict[str, Any]:
+        """The carried state of all ``batch_size`` columns (gathered from every process)."""
+        from knn.train import dist
+
         tensors = [] if self.carry is None else self._model_cls.state_to_tensors(self.carry)
-        return {"carry": tensors}
+        dim = STATE_BATCH_DIM[self._model_cls]
+        return {"carry": [dist.gather_cat(t, dim) for t in tensors]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        tensors = [t.to(self.device) for t in state["carry"]]
+        from knn.train import dist
+
+        dim = STATE_BATCH_DIM[self._model_cls]
+        tensors = [t.to(self.device)[(slice(None),) * dim + (dist.share(t.size(dim)),)]
+                   .contiguous() for t in state["carry"]]
         self.carry = self._model_cls.state_from_tensors(tensors) if tensors else None
 
 

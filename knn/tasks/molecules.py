@@ -23,7 +23,12 @@ Protocol (the authors' ``graph_knn/*/nntrain.py``):
   step (conf/train/molecules.yaml); their loop ends once the rate is below
   5e-6, i.e. after 51 epochs (5.1M samples);
 * training batch i of epoch e is a pure function of (seed, e, i), so a run
-  stopped mid-epoch resumes on the same molecules.
+  stopped mid-epoch resumes on the same molecules;
+* data-parallel (``torchrun``): every process draws the same batch and trains
+  on its contiguous part of it, its loss weighted so that the averaged
+  gradient is the whole batch's (:func:`knn.train.dist.split_batch`); batch
+  norm (``nfp``) then normalises with each process's part. Closed-form models
+  are fitted by rank 0 alone, which also evaluates and writes the run files.
 
 Targets are standardised with the training split's mean and standard
 deviation: the network regresses (y - mean) / std, with the batch-mean squared
@@ -354,7 +359,10 @@ class MoleculeRegression:
         if cfg.limit_train_items is not None:
             self.splits["train"] = self.splits["train"].subset(
                 np.arange(min(cfg.limit_train_items, len(self.splits["train"]))))
-        self._write_run_files(data, rows, where if split_file is None else None)
+        from knn.train import dist  # here: knn.train imports knn.tasks
+
+        if dist.is_main():
+            self._write_run_files(data, rows, where if split_file is None else None)
         y = self.splits["train"].targets.double()
         if cfg.standardize:
             self.mean = float(y.mean())
@@ -432,27 +440,38 @@ class MoleculeRegression:
         return n if self.cfg.limit_train_batches is None else min(n, self.cfg.limit_train_batches)
 
     def start_epoch(self, epoch: int) -> None:
+        from knn.train import dist
+
         self._prev = None
-        if epoch == 0 and self.model is not None and is_fitted_model(self.model):
+        fitted = self.model is not None and is_fitted_model(self.model)
+        if epoch == 0 and fitted and dist.is_main():  # only rank 0 evaluates it
             self.fit(self.model)
 
-    def train_batch(self, epoch: int, index: int) -> tuple[BatchMolGraph, Tensor]:
+    def train_batch(self, epoch: int, index: int) -> tuple[BatchMolGraph, Tensor, float]:
+        """This process's part of batch ``index``: graphs, standardised targets and the factor
+        on its mean loss (the whole batch and 1 in one process; 0: a stand-in item)."""
+        from knn.train import dist
+
         now = time.perf_counter()
         if self._prev is not None and self._prev[:2] == (epoch, index - 1):
             self.timed["seconds"] += now - self._prev[2]
             self.timed["molecules"] += self._prev[3]
         idx = self.sampler.batch(epoch, index, self.cfg.batch_size)
+        self._prev = (epoch, index, now, len(idx))  # the whole batch: all processes' throughput
+        part, scale = dist.split_batch(len(idx))
+        idx = idx[part]
         train = self.splits["train"]
         graph = collate([train.graphs[i] for i in idx.tolist()]).to(self.device)
         y = ((train.targets[torch.from_numpy(idx)].double() - self.mean) / self.std).float()
-        self._prev = (epoch, index, now, len(idx))
-        return graph, y.to(self.device)
+        return graph, y.to(self.device), scale
 
-    def training_step(self, model: nn.Module, batch: tuple[BatchMolGraph, Tensor]) -> StepResult:
-        graph, y = batch  # y: (G,) standardised
+    def training_step(self, model: nn.Module, batch: tuple[BatchMolGraph, Tensor, float]
+                      ) -> StepResult:
+        graph, y, scale = batch  # y: (G,) standardised
         err = model(graph) - y  # (G,)
-        loss = (err**2).mean()
-        return StepResult(loss=loss, total=(err.detach() ** 2).sum(), count=y.numel())
+        loss = (err**2).mean() * scale
+        n = y.numel() if scale else 0  # a stand-in item is not counted
+        return StepResult(loss=loss, total=(err.detach() ** 2).sum() if n else 0.0, count=n)
 
     def train_metrics(self, mean_loss: float) -> dict[str, float]:
         """Loss: MSE in standardised units; rmse: in target units, on re-sampled batches."""

@@ -17,7 +17,10 @@ them to the shared trainer:
   batches; evaluation batches are fixed, and masking makes their grouping
   irrelevant to the predictions;
 * the loss is the batch-mean cross-entropy (the authors' ``T.mean``); the
-  selection metric is accuracy in percent on dev, higher is better.
+  selection metric is accuracy in percent on dev, higher is better;
+* data-parallel (``torchrun``): every process derives the same batches and
+  trains on its contiguous part of each, its loss weighted so that the
+  averaged gradient is the whole batch's (:func:`knn.train.dist.split_batch`).
 
 ``out_max_norm`` rescales each class's output weight vector to L2 norm at most
 that value after every optimizer step (Kim 2014's constraint, s = 3, applied
@@ -48,7 +51,7 @@ from knn.data.sst import (
     read_trees,
     sentence_examples,
 )
-from knn.data.vectors import OOV_POLICIES, Embeddings, build_embeddings
+from knn.data.vectors import OOV_POLICIES, SHARED_POLICIES, Embeddings, build_embeddings
 from knn.models.classifier import CONFIGS, MODELS, build_classifier
 from knn.tasks.base import StepResult
 
@@ -74,10 +77,13 @@ class SSTVectorsConfig:
     member: Optional[str] = None  # which file of a .zip holding several
     oov: str = "unk"  # unk | zero | random (knn.data.vectors)
     normalize: bool = True  # unit L2 length, as the paper
+    shared: str = "keep"  # keep | split: words sharing one vector (knn.data.vectors)
 
     def __post_init__(self) -> None:
         if self.oov not in OOV_POLICIES:
             raise ValueError(f"vectors.oov must be one of {OOV_POLICIES}, got {self.oov!r}")
+        if self.shared not in SHARED_POLICIES:
+            raise ValueError(f"vectors.shared must be one of {SHARED_POLICIES}, got {self.shared!r}")
 
 
 @dataclass
@@ -163,7 +169,8 @@ class SentimentClassification:
                   for e in sentence_examples(split, "fine", **opts) for w in e.tokens)
         v = cfg.vectors
         self.embeddings = build_embeddings(tokens, vectors_path(cfg), oov=v.oov,
-                                           normalize=v.normalize, seed=self.seed, member=v.member)
+                                           normalize=v.normalize, seed=self.seed, member=v.member,
+                                           shared=v.shared)
         log.info("sst %s, %s-level train: %d / %d / %d examples; vectors %s: %s",
                  cfg.granularity, "phrase" if cfg.phrases else "sentence", len(self.train),
                  len(evals["valid"]), len(evals["test"]), v.path or STAND_IN_VECTORS,
@@ -205,16 +212,24 @@ class SentimentClassification:
     def start_epoch(self, epoch: int) -> None:
         self._batches(epoch)
 
-    def train_batch(self, epoch: int, index: int) -> Batch:
-        ids = self._batches(epoch)[index]
-        assert self.embeddings is not None
-        return make_batch([self.train[i] for i in ids], self.embeddings.vocab).to(self.device)
+    def train_batch(self, epoch: int, index: int) -> tuple[Batch, float]:
+        """This process's part of batch ``index`` and the factor on its mean loss
+        (the whole batch and 1 in one process; 0: a stand-in for an empty part)."""
+        from knn.train import dist  # here: knn.train imports knn.tasks
 
-    def training_step(self, model: nn.Module, batch: Batch) -> StepResult:
-        logits = model(batch.tokens, batch.mask)  # (B, C)
-        nll = F.cross_entropy(logits, batch.labels, reduction="sum")
-        return StepResult(loss=nll / batch.labels.numel(), total=nll.detach(),
-                          count=batch.labels.numel())
+        ids = self._batches(epoch)[index]
+        part, scale = dist.split_batch(len(ids))
+        assert self.embeddings is not None
+        batch = make_batch([self.train[i] for i in ids[part]], self.embeddings.vocab)
+        return batch.to(self.device), scale
+
+    def training_step(self, model: nn.Module, batch: tuple[Batch, float]) -> StepResult:
+        b, scale = batch
+        logits = model(b.tokens, b.mask)  # (B, C)
+        nll = F.cross_entropy(logits, b.labels, reduction="sum")
+        n = b.labels.numel() if scale else 0  # a stand-in item is not counted
+        return StepResult(loss=nll / b.labels.numel() * scale, total=nll.detach() if n else 0.0,
+                          count=n)
 
     @torch.no_grad()
     def after_step(self, model: nn.Module) -> None:

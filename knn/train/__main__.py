@@ -5,19 +5,29 @@ groups); see the README for experiments and sweeps. This is the only module
 that imports Hydra: it composes the config, points ``run_dir`` at Hydra's
 output directory and hands over to :func:`knn.train.train`. Expected failures
 (bad config, missing data, unreadable checkpoint, diverged loss) print one line and exit 1.
+
+In a sweep (``-m``) a failing job must not stop the others: it writes
+``failed.json`` (the one-line error and the command; the traceback too when
+the error was unexpected) into its run directory, which the results registry
+and the report list, and the sweep goes on. The sweep's exit status is then 0.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+import traceback
+from pathlib import Path
 from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from knn.data.mirror import DataError
-from knn.train.checkpoint import CheckpointError
+from knn.train.checkpoint import CheckpointError, write_json
 from knn.train.config import CONF_DIR, ConfigError
 from knn.train.loop import NonFiniteLoss, train
 
@@ -36,17 +46,88 @@ def _run(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     with open_dict(cfg):
         cfg.run_dir = cfg.get("run_dir") or hc.runtime.output_dir
+    overrides = _command_overrides(hc)
+    sweep = hc.mode == RunMode.MULTIRUN
     try:
-        result = train(cfg, overrides=_command_overrides(hc))
+        result = train(cfg, overrides=overrides)
     except EXPECTED_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(1)
+        if not sweep:
+            sys.exit(1)
+        _record_failure(cfg, overrides, str(e), trace=None)
+        return None
+    except Exception as e:  # a bug: fatal alone, recorded in a sweep
+        if not sweep:
+            raise
+        line = " ".join(f"{type(e).__name__}: {e}".split())
+        print(f"error: {line}", file=sys.stderr)
+        _record_failure(cfg, overrides, line, trace=traceback.format_exc())
+        return None
     # The selected metric on validation, so a Hydra sweeper can optimise it.
     return result["metrics"]["valid"][result["metric"]]
 
 
+def _record_failure(cfg: DictConfig, overrides: list[str], error: str, trace: str | None) -> None:
+    """Write ``failed.json`` for a sweep job that stopped with ``error``."""
+    record = {"status": "failed", "error": error, "task": cfg.task.name,
+              "model": cfg.model.name, "variant": cfg.variant, "seed": cfg.seed,
+              "command": shlex.join(["python", "-m", "knn.train", *overrides]),
+              "traceback": trace}
+    write_json(record, Path(cfg.run_dir) / "failed.json")
+
+
+def unwritable_output(argv: list[str]) -> str | None:
+    """Why Hydra could not create this command's output folder, or ``None``.
+
+    Hydra makes the folder before any of our code runs and reports a failure
+    there with a traceback, so the entry point checks it first: the nearest
+    existing ancestor of ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``;
+    default ``outputs/`` or ``multirun/``) must be a writable folder.
+    """
+    sweep = "-m" in argv or "--multirun" in argv
+    key, default = ("hydra.sweep.dir=", "multirun") if sweep else ("hydra.run.dir=", "outputs")
+    target = next((a[len(key):] for a in reversed(argv) if a.startswith(key)), default)
+    folder = Path(target).absolute()
+    while not folder.exists():
+        folder = folder.parent
+    if folder.is_dir() and os.access(folder, os.W_OK):
+        return None
+    return f"cannot create the output folder {target}: {folder} is not a writable folder"
+
+
+def override_error(argv: list[str]) -> str | None:
+    """Why the command's config overrides cannot compose, in one line, or ``None``.
+
+    Hydra reports a misspelt key, an unknown group option or a malformed
+    override over several lines; composing once here first gives the same
+    verdict as one line. Sweep values (``-m seed=0,1``) and ``hydra.*``
+    settings are left to Hydra.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    sweep = "-m" in argv or "--multirun" in argv
+    args = [a for a in argv if not a.startswith(("-", "hydra.", "hydra/", "+hydra", "~hydra"))]
+    try:
+        parsed = OverridesParser.create().parse_overrides(args)
+        plain = [a for a, o in zip(args, parsed) if not (sweep and o.is_sweep_override())]
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose(config_name="train", overrides=plain)
+    except HydraException as e:
+        text = f"{e}\n{e.__cause__ or ''}".split("Config search path:")[0]
+        lines = [" ".join(line.split()) for line in text.splitlines()]
+        keep = [line for line in lines if line and not line.startswith(("full_key:", "object_type="))]
+        return "config error: " + " ".join(keep)
+    return None
+
+
 def main() -> None:
     """Console-script entry point (``knn-train``)."""
+    argv = sys.argv[1:]
+    if why := unwritable_output(argv) or override_error(argv):
+        print(f"error: {why}", file=sys.stderr)
+        sys.exit(1)
     _run()
 
 

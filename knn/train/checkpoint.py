@@ -4,7 +4,8 @@ A checkpoint is a dict of tensors, dicts, lists, numbers and strings (the
 resolved config included), so ``torch.load(path, weights_only=True)`` reads
 it and the config in it can rebuild the model. Files are written to a
 temporary name in the same directory and renamed over the old one
-(``os.replace``): a crash mid-write leaves the previous checkpoint intact.
+(``os.replace``): a crash or a full disk mid-write leaves the previous
+checkpoint intact, and a failed write is a one-line :class:`CheckpointError`.
 """
 
 from __future__ import annotations
@@ -21,30 +22,42 @@ LAST = "last.pt"  # everything needed to resume; rewritten at every epoch end
 BEST = "best.pt"  # model weights with the best validation metric so far
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be read or written; the message is one line."""
+
+
 def save(obj: dict[str, Any], path: Path) -> None:
     """Write ``obj`` to ``path`` with ``torch.save``, atomically."""
-    with atomic_write(Path(path)) as f:
-        torch.save(obj, f)
+    _write(path, lambda f: torch.save(obj, f))
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read; the message is one line."""
+def _write(path: Path, write: Any) -> None:
+    try:
+        with atomic_write(Path(path)) as f:
+            write(f)
+    except OSError as e:  # disk full, read-only or missing folder, quota
+        reason = e.strerror or " ".join(str(e).split())
+        kept = "; the previous file is kept" if Path(path).exists() else ""
+        raise CheckpointError(f"cannot write {path}: {reason}{kept}") from None
 
 
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """Read a checkpoint with the safe (weights-only) unpickler."""
     try:
         return torch.load(Path(path), map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"cannot read checkpoint {path}: no such file") from None
     except Exception as e:  # truncated, corrupt, or not a plain-data checkpoint
-        reason = " ".join(str(e).split())[:200] or type(e).__name__
-        raise CheckpointError(f"cannot read checkpoint {path}: {reason}") from None
+        # torch's own messages run to paragraphs; the first sentence says what broke
+        first = " ".join(str(e).split()).split(". ")[0][:160] or type(e).__name__
+        raise CheckpointError(f"cannot read checkpoint {path}: truncated, corrupt or not "
+                              f"written by knn ({first})") from None
 
 
 def write_json(obj: Any, path: Path) -> None:
     """Write ``obj`` as indented JSON, atomically."""
     text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-    with atomic_write(Path(path)) as f:
-        f.write(text.encode())
+    _write(path, lambda f: f.write(text.encode()))
 
 
 def append_jsonl(obj: Any, path: Path) -> None:

@@ -52,6 +52,7 @@ class TrainConfig:
     max_minutes: Optional[float] = None  # wall-clock budget for training
     patience: Optional[int] = None  # stop after this many epochs without improvement
     resume: bool = False  # continue from <run_dir>/last.pt
+    checkpoint_every: Optional[int] = None  # also write last.pt every N steps inside an epoch
     deterministic: bool = False
     progress: Optional[bool] = None  # tqdm bars; None: only when stderr is a terminal
 

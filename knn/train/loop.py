@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from knn.tasks import TASKS
@@ -53,6 +54,8 @@ class Progress:
     best_epoch: int = -1
     bad_epochs: int = 0  # epochs since the best (for patience)
     elapsed: float = 0.0  # seconds of training so far, over all resumed segments
+    loss_total: float = 0.0  # running training-loss sums of the current epoch, so a
+    loss_count: int = 0  # run resumed mid-epoch logs the same epoch loss
 
 
 def pick_device(name: str) -> torch.device:
@@ -75,17 +78,27 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     ``overrides`` are the command-line overrides that produced ``cfg``; they
     are recorded as the exact command that reproduces the run.
     """
-    trainer = Trainer(resolve_config(cfg))
-    stop_reason = trainer.fit()
-    return trainer.finish(stop_reason, overrides or [])
+    try:
+        trainer = Trainer(resolve_config(cfg))
+        stop_reason = trainer.fit()
+        return trainer.finish(stop_reason, overrides or [])
+    finally:
+        dist.shutdown()  # leave torchrun's process group, if the trainer joined one
 
 
 class Trainer:
-    """One run: the task, its model and optimizer, progress and run-dir files."""
+    """One run: the task, its model and optimizer, progress and run-dir files.
+
+    Under ``torchrun`` every rank runs one Trainer (see :mod:`knn.train.dist`):
+    training steps go through the DDP-wrapped ``train_model``; evaluation
+    (rank 0's, broadcast) and checkpoints use the plain ``model``.
+    """
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg, self.t = cfg, cfg.train
-        self.run_dir = Path(cfg.run_dir or ".")
+        self.device = dist.init(pick_device(cfg.device))  # joins torchrun's process group, if any
+        # Rank 0's directory: Hydra's time-stamped run dir may differ by a second between ranks.
+        self.run_dir = Path(dist.broadcast_object(cfg.run_dir) or ".")
         self.last_path = self.run_dir / ckpt.LAST
         self.best_path = self.run_dir / ckpt.BEST
         if self.last_path.exists() and not self.t.resume:
@@ -94,7 +107,6 @@ class Trainer:
         if self.t.resume and not self.last_path.exists():
             raise ConfigError(f"train.resume=true but there is no checkpoint at {self.last_path}")
 
-        self.device = pick_device(cfg.device)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         set_deterministic(self.t.deterministic)
@@ -109,10 +121,14 @@ class Trainer:
         self.p = Progress()
         if self.t.resume:
             self._resume()
+        if dist.rank() > 0:  # same init everywhere (above), other dropout masks per rank
+            seed_everything(dist.rank_seed(cfg.seed, self.p.step))
+        self.train_model = self._data_parallel()
         self.n_params = count_params(self.model)
         log.info("%s / %s: %d trainable parameters on %s", cfg.task.name, cfg.model.name,
                  self.n_params, self.device)
         self.show = self.t.progress if self.t.progress is not None else sys.stderr.isatty()
+        self.show = self.show and dist.is_main()
         self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
 
     def _resume(self) -> None:
@@ -125,10 +141,23 @@ class Trainer:
         set_rng_state(state["rng"])
         log.info("resumed from %s at epoch %d batch %d", self.last_path, self.p.epoch, self.p.batch)
 
+    def _data_parallel(self) -> nn.Module:
+        """The model under DDP when several processes train (gradients averaged over ranks).
+
+        Buffers are copied from rank 0 once, not at every step: they are fixed
+        tables (SST's vectors) or batch-norm statistics, of which only rank 0's
+        are used.
+        """
+        if dist.world_size() == 1 or not any(p.requires_grad for p in self.model.parameters()):
+            return self.model  # one process, or a closed-form model (no gradient steps)
+        ids = [self.device] if self.device.type == "cuda" else None
+        return DistributedDataParallel(self.model, device_ids=ids, forward_sync_buffers=False)
+
     def _limit_reached(self) -> str | None:
         if self.t.max_steps is not None and self.p.step >= self.t.max_steps:
             return "max_steps"
-        if self.t.max_minutes is not None and time.monotonic() - self.clock > 60 * self.t.max_minutes:
+        if self.t.max_minutes is not None and dist.any_rank(  # every rank stops at the same step
+                time.monotonic() - self.clock > 60 * self.t.max_minutes):
             return "max_minutes"
         return None
 
@@ -153,27 +182,38 @@ class Trainer:
 
     def _train_epoch(self, n_batches: int, lr: float) -> float | None:
         """Train from batch ``p.batch`` to the end of the epoch or a limit; mean loss."""
-        p, total, count = self.p, 0.0, 0
-        self.model.train()
+        p = self.p
+        total, count = (p.loss_total, p.loss_count) if p.batch else (0.0, 0)
+        every = self.t.checkpoint_every
+        self.train_model.train()
         bar = tqdm(total=n_batches, initial=p.batch, desc=f"epoch {p.epoch}",
                    disable=not self.show, leave=False, dynamic_ncols=True)
         with bar:
             while p.batch < n_batches:
-                out = self.task.training_step(self.model, self.task.train_batch(p.epoch, p.batch))
-                if not torch.isfinite(out.loss):
+                batch = self.task.train_batch(p.epoch, p.batch)
+                out = self.task.training_step(self.train_model, batch)
+                # Sums over ranks (a no-op in one process): logs cover the whole batch,
+                # and a non-finite loss on any rank stops every rank.
+                loss, step_total, step_count = dist.sum_over_ranks(out.loss.detach(), out.total,
+                                                                   out.count)
+                if not torch.isfinite(torch.as_tensor(loss)):
                     raise NonFiniteLoss(
-                        f"loss is {float(out.loss.detach())} at step {p.step + 1} "
+                        f"loss is {float(loss)} at step {p.step + 1} "
                         f"(epoch {p.epoch}, batch {p.batch}); stopped, last good checkpoint: "
                         f"{self.last_path if self.last_path.exists() else 'none'}")
                 self.optimize(out.loss)
                 p.step, p.batch = p.step + 1, p.batch + 1
-                total, count = total + out.total, count + out.count
+                total, count = total + step_total, count + step_count
                 bar.update(1)
                 if self.show and p.step % 20 == 0:  # float() waits for the device: only when shown
                     bar.set_postfix(loss=f"{float(total) / count:.3f}", lr=f"{lr:.3g}")
                 if self._limit_reached():
                     break
-        return float(total) / count if count else None
+                if every and p.step % every == 0 and p.batch < n_batches:
+                    p.loss_total, p.loss_count = float(total), count
+                    self._save_last()  # a killed run loses at most `every` steps
+        p.loss_total, p.loss_count = float(total), count
+        return p.loss_total / count if count else None
 
     def optimize(self, loss: torch.Tensor) -> None:
         """One update: back-propagate ``loss``, clip the gradient norm, step, constrain."""
@@ -188,7 +228,7 @@ class Trainer:
     def _end_of_epoch(self, train_loss: float | None, lr: float, full: bool) -> None:
         """Validate, keep the best model, checkpoint, log a metrics line."""
         p, task = self.p, self.task
-        valid = task.evaluate(self.model, "valid")
+        valid = self._evaluate("valid")
         improved = is_better(valid[task.metric], p.best, task.higher_is_better)
         if improved:
             p.best, p.best_epoch, p.bad_epochs = valid[task.metric], p.epoch, 0
@@ -200,16 +240,33 @@ class Trainer:
                   "train": {} if train_loss is None else task.train_metrics(train_loss),
                   "valid": valid, "best": improved}
         if full:
-            p.epoch, p.batch = p.epoch + 1, 0
-        p.elapsed = record["elapsed"] = time.monotonic() - self.clock
-        self._save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "schedule": self.schedule.state_dict(), "task_state": task.state_dict(),
-                    "progress": vars(p).copy(), "rng": get_rng_state()}, self.last_path)
+            p.epoch, p.batch, p.loss_total, p.loss_count = p.epoch + 1, 0, 0.0, 0
+        record["elapsed"] = self._save_last()
         if dist.is_main():
             ckpt.append_jsonl(record, self.run_dir / "metrics.jsonl")
         log.info("epoch %d%s  lr %.4g  train %s  valid %s%s", record["epoch"],
                  "" if full else " (partial)", lr, _fmt(record["train"]), _fmt(valid),
                  "  *" if improved else "")
+
+    def _evaluate(self, split: str) -> dict[str, float]:
+        """The task's metrics on ``split``: rank 0 evaluates, every rank gets its numbers."""
+        return dist.broadcast_object(self.task.evaluate(self.model, split) if dist.is_main()
+                                     else None)
+
+    def _save_last(self) -> float:
+        """Write the resumable ``last.pt``; return the training seconds it records."""
+        p = self.p
+        # A finite loss can still be followed by an overflowing step; never let
+        # such weights replace the last good checkpoint.
+        if not all(bool(w.isfinite().all()) for w in self.model.parameters()):
+            raise NonFiniteLoss(f"weights are not finite after step {p.step} (epoch {p.epoch}); "
+                                f"stopped, last good checkpoint: "
+                                f"{self.last_path if self.last_path.exists() else 'none'}")
+        p.elapsed = time.monotonic() - self.clock
+        self._save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "schedule": self.schedule.state_dict(), "task_state": self.task.state_dict(),
+                    "progress": vars(p).copy(), "rng": get_rng_state()}, self.last_path)
+        return p.elapsed
 
     def _save(self, state: dict[str, Any], path: Path) -> None:
         """Checkpoint ``state`` plus what rebuilds the model (rank 0 only)."""
@@ -218,10 +275,11 @@ class Trainer:
 
     def finish(self, stop_reason: str, overrides: list[str]) -> dict[str, Any]:
         """Evaluate the best checkpoint on valid and test; write ``result.json``."""
+        dist.barrier()  # rank 0 has finished writing best.pt
         if self.best_path.exists():
             best = ckpt.load(self.best_path, map_location=self.device)
             self.model.load_state_dict(best["model"])
-        metrics = {split: self.task.evaluate(self.model, split) for split in ("valid", "test")}
+        metrics = {split: self._evaluate(split) for split in ("valid", "test")}
         cfg, t = self.cfg, self.t
         result = {
             "task": cfg.task.name,
@@ -236,12 +294,13 @@ class Trainer:
             "stop_reason": stop_reason,
             "wall_seconds": round(time.monotonic() - self.clock, 2),
             "device": device_name(self.device),
+            "processes": dist.world_size(),  # data-parallel ranks (torchrun), each on `device`
             "torch_version": torch.__version__,
             "git_commit": git_commit(),
             "seed": cfg.seed,
             "budgeted": stop_reason == "max_minutes",
             "budget_minutes": t.max_minutes,
-            "command": shlex.join(["python", "-m", "knn.train", *overrides]),
+            "command": shlex.join([*_launcher(), "-m", "knn.train", *overrides]),
             "paper": self.plain_cfg.get("paper"),
             "config": self.plain_cfg,
         }
@@ -252,6 +311,12 @@ class Trainer:
         log.info("done (%s): valid %s  test %s", stop_reason, _fmt(metrics["valid"]),
                  _fmt(metrics["test"]))
         return result
+
+
+def _launcher() -> list[str]:
+    """How this run was started: ``python``, or ``torchrun`` with its process count."""
+    n = dist.world_size()
+    return ["python"] if n == 1 else ["torchrun", "--standalone", f"--nproc_per_node={n}"]
 
 
 def _fmt(metrics: dict[str, float]) -> str:

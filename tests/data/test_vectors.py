@@ -138,6 +138,27 @@ def test_build_embeddings_zero_and_random_policies(tmp_path: Path):
         build_embeddings(tokens, path, oov="drop")
 
 
+def test_shared_vectors_are_counted_and_split(tmp_path: Path):
+    # "good" and "bad" share one row, as in a pruned table; "dog" is alone.
+    path = write(tmp_path / "v.txt", "good 1 1 0\nbad 1 1 0\ndog 3 4 0\n")
+    tokens = ["good", "bad", "dog"]
+    keep = build_embeddings(tokens, path, seed=5)
+    assert keep.coverage.distinct == 2 and keep.coverage.summary().endswith("(2 distinct)")
+    good, bad, dog = (keep.vocab[w] for w in tokens)
+    assert torch.equal(keep.vectors[good], keep.vectors[bad])
+    split = build_embeddings(tokens, path, shared="split", seed=5)
+    g, b = split.vectors[good], split.vectors[bad]
+    torch.testing.assert_close(split.vectors[1:].norm(dim=1), torch.ones(4))
+    assert not torch.allclose(g, b)
+    shared_dir = torch.tensor([1.0, 1.0, 0.0]) / 2**0.5
+    assert g @ shared_dir > 0.3 and b @ shared_dir > 0.3  # half of each is the shared direction
+    assert torch.equal(split.vectors[dog], keep.vectors[dog])  # singletons untouched
+    assert torch.equal(split.vectors[1], keep.vectors[1])  # and so is the <unk> row
+    assert torch.equal(split.vectors, build_embeddings(tokens, path, shared="split", seed=5).vectors)
+    with pytest.raises(ValueError, match="shared must be one of"):
+        build_embeddings(tokens, path, shared="merge")
+
+
 def test_build_embeddings_with_no_vector_at_all_fails(tmp_path: Path):
     with pytest.raises(DataError, match="none of the 1 task types"):
         build_embeddings(["bird"], write(tmp_path / "v.txt", TEXT))

@@ -1,0 +1,166 @@
+"""knn.report: paper tables from configs and runs, failed runs, figures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from knn import report
+from knn.train.config import experiment_names
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run_result(task: str, variant: str, seed: int, valid: float, test: float, **extra) -> dict:
+    metric = {"ptb": "ppl", "sst": "acc", "cep": "rmse"}[task]
+    more = {"mae": 0.5} if task == "cep" else {}
+    return {"task": task, "model": "m", "variant": variant, "params": 5_000_123 + seed,
+            "metric": metric, "seed": seed,
+            "metrics": {"valid": {metric: valid, **more}, "test": {metric: test, **more}},
+            "best_epoch": 1, "epochs": 2, "steps": 20, "stop_reason": "patience",
+            "wall_seconds": 90.0, "device": "cpu", "budgeted": False, "budget_minutes": None,
+            "command": f"python -m knn.train experiment={task}/{variant} seed={seed}",
+            "paper": {"table": "Table 1", "value": 999.9},  # stale: the report must not use it
+            "config": {"task": {}}, **extra}
+
+
+def write_run(root: Path, result: dict, epochs: list[float] | None = None) -> Path:
+    d = root / result["task"] / result["variant"] / f"seed{result['seed']}"
+    d.mkdir(parents=True)
+    (d / "result.json").write_text(json.dumps(result))
+    if epochs:
+        metric = result["metric"]
+        (d / "metrics.jsonl").write_text("".join(
+            json.dumps({"epoch": i, "valid": {metric: v}, "elapsed": 60.0 * (i + 1)}) + "\n"
+            for i, v in enumerate(epochs)))
+    return d
+
+
+def fake_results(root: Path) -> None:
+    write_run(root, run_result("ptb", "gated_5m", 0, 80.0, 78.0), epochs=[120.0, 80.0])
+    write_run(root, run_result("ptb", "gated_5m", 1, 79.0, 76.0), epochs=[110.0, 79.0])
+    write_run(root, run_result("ptb", "fig2_const", 0, 90.0, 88.5, budgeted=True,
+                               budget_minutes=30.0, stop_reason="max_minutes"),
+              epochs=[130.0, 90.0])
+    write_run(root, run_result("ptb", "my_variant", 0, 99.0, 98.0, paper=None))  # no config
+    write_run(root, run_result("sst", "gated_fine", 0, 50.0, 49.5))  # no metrics.jsonl
+    write_run(root, run_result("cep", "wl_kernel", 0, 1.5, 1.6, params=0,
+                               extra={"fitted_parameters": 46_255}), epochs=[1.5])
+    failed = root / "sst" / "const_fine" / "seed3"
+    failed.mkdir(parents=True)
+    (failed / "failed.json").write_text(json.dumps({
+        "task": "sst", "model": "knn_sst", "variant": "const_fine", "seed": 3, "status": "failed",
+        "error": "RuntimeError: CUDA out of memory | tried 2 GiB",
+        "command": "python -m knn.train experiment=sst/const_fine seed=3"}))
+
+
+def fake_bench(path: Path) -> Path:
+    cases = [{"variant": v, "shape": {"name": s, "T": 35, "B": 20, "width": 355},
+              "ratio_vs_lstm": r, "ratio_vs_floor": 1.5}
+             for v, r in (("n1_gated_xh_highway", 1.07), ("n2_mult_gated_xh", 0.85))
+             for s in ("ptb", "sst")]
+    path.write_text(json.dumps({"torch_version": "2.x", "threads": 2, "cpu_model": "test",
+                                "timed": "forward+backward", "cases": cases}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """The report of the fake tree (configs composed once for the module's tests)."""
+    tmp = tmp_path_factory.mktemp("report")
+    fake_results(tmp / "results")
+    bench = fake_bench(tmp / "layers.json")
+    exps = report.experiments()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report, "experiments", lambda: exps)
+        assert report.main(["--results", str(tmp / "results"), "--bench", str(bench),
+                            "--out", str(tmp / "out")]) == 0
+        text = (tmp / "out" / "README.md").read_text()
+        assert report.main(["--results", str(tmp / "results"), "--bench", str(bench),
+                            "--out", str(tmp / "out")]) == 0
+        yield tmp / "out", text
+
+
+def table_row(md: str, experiment: str, section: str) -> str:
+    """The line of ``experiment`` in the section whose heading starts with ``section``."""
+    part = md.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    return next(line for line in part.splitlines() if f"| `{experiment}` |" in line)
+
+
+def cells(row: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+
+
+def test_every_experiment_config_is_a_row_with_the_configs_paper_number(
+        built: tuple[Path, str]) -> None:
+    out, md = built
+    for name in experiment_names():
+        assert f"| `{name}` |" in md, name
+    assert "999.9" not in md  # result.json's stale paper field is not used
+    gated = cells(table_row(md, "ptb/gated_5m", "Table 1"))
+    assert gated[:7] == ["Kernel NN (gated λ)", "`ptb/gated_5m`", "73.6", "76.00",
+                         "77.00 ± 1.41", "2", "5,000,123"]
+    assert gated[7:9] == ["5m", "full"]
+    runs = (out.parent / "results/ptb/gated_5m").resolve().as_posix()  # both seeds' parent
+    assert gated[9] == f"[{runs}](../results/ptb/gated_5m)"
+    not_run = cells(table_row(md, "ptb/gated_vd_20m", "Table 1"))
+    assert not_run[1:5] == ["`ptb/gated_vd_20m`", "65.5", "not run", "-"] and not_run[7] == "20m"
+    t1 = md.split("## Table 1", 1)[1].split("\n## ", 1)[0]
+    assert t1.index("`ptb/const_5m`") < t1.index("`ptb/learned_5m`") < t1.index("`ptb/gated_5m`")
+    assert "`ptb/fig2_const`" not in t1  # Figure 2's rows have their own table
+
+
+def test_protocol_labels_and_substitutions(built: tuple[Path, str]) -> None:
+    _, md = built
+    fig2 = cells(table_row(md, "ptb/fig2_const", "Figure 2"))
+    assert fig2[2:4] == ["84.3", "88.50"] and fig2[8] == "budgeted 30 min"
+    sst = cells(table_row(md, "sst/gated_fine", "Table 2"))
+    assert sst[0] == "Kernel NN, gated λ (fine)" and sst[2] == "53.2 (best of 5 runs)"
+    assert sst[8] == f"full; {report.SST_STAND_IN}"
+    unrun_sst = cells(table_row(md, "sst/gated_binary", "Table 2"))
+    assert unrun_sst[3] == "not run" and unrun_sst[8] == report.SST_STAND_IN
+    cep = cells(table_row(md, "cep/wl_kernel", "Table 3"))
+    assert cep[2:4] == ["0.204", "1.6000"] and cep[6] == "46,255"  # closed form: fitted size
+    assert cep[8] == f"full; {report.CEP_SUBSET}"
+    assert report.cep_table.PAPER_NOTE in md
+
+
+def test_failed_and_other_runs(built: tuple[Path, str]) -> None:
+    out, md = built
+    row = cells(table_row(md, "sst/const_fine", "Table 2"))
+    assert row[3] == "failed" and row[5] == "0 + 1 failed"
+    failed = md.split("## Failed runs", 1)[1].split("\n## ", 1)[0]
+    [line] = [x for x in failed.splitlines() if x.startswith("| sst")]
+    error = "RuntimeError: CUDA out of memory \\| tried 2 GiB"  # the pipe escaped
+    assert cells(line)[:4] == ["sst", "const_fine", "3", error]
+    assert "(../results/sst/const_fine/seed3)" in line
+    assert "`python -m knn.train experiment=sst/const_fine seed=3`" in line
+    other = md.split("## Other runs (no experiment config)", 1)[1]
+    assert "| ptb | my_variant |" in other
+
+
+def test_links_resolve_and_output_is_deterministic(built: tuple[Path, str]) -> None:
+    out, md = built
+    assert (out / "README.md").read_text() == md  # the second build wrote the same text
+    targets = re.findall(r"\]\(([^)]+)\)", md)
+    assert len(targets) > 5
+    for target in targets:
+        assert (out / target).exists(), target
+
+
+def test_figures_are_png_files(built: tuple[Path, str]) -> None:
+    out, md = built
+    for name in ("fig2_decay_variants.png", "curves_ptb.png", "curves_cep.png", "bench_ratios.png"):
+        assert (out / name).read_bytes()[:8] == PNG_MAGIC, name
+        assert f"]({name})" in md
+    assert not (out / "curves_sst.png").exists()  # its only run has no metrics.jsonl
+    assert "| ptb (35, 20, 355) | n2_mult_gated_xh | 0.85x | 1.50x |" in md
+
+
+def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert report.main(["--results", str(tmp_path / "nowhere")]) == 1
+    assert "no such folder" in capsys.readouterr().err

@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from knn.results import protocol
+
 #: Table 3's rows, top to bottom (variant names of conf/experiment/cep/).
 ORDER = ("mean", "wl_kernel", "emf", "nfp", "elbp", "wln", "gated_wln")
 #: The paper's ordering to check, as (better or equal, worse, strict) pairs.
@@ -51,17 +53,6 @@ def collect(*roots: str | Path) -> list[dict[str, Any]]:
             if result.get("task") == "cep":
                 runs.append({**result, "run_dir": str(f.parent)})
     return runs
-
-
-def protocol(r: dict[str, Any]) -> str:
-    task_cfg = r.get("config", {}).get("task", {})
-    if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
-        return "smoke (limited batches)"
-    if r.get("budgeted"):
-        return f"budgeted {r.get('budget_minutes')} min"
-    if r.get("stop_reason") == "max_steps":
-        return f"cut at {r.get('steps')} steps"
-    return "full"
 
 
 def row(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:

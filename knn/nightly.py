@@ -11,7 +11,7 @@ the machine's speed; the number it reads is ``metric`` (``split.key`` of
 one ratio of ``python -m knn.bench`` (``bench: {variant, shape, field}``),
 which the benchmark measures against a baseline in the same process.
 
-Each check has ``expected`` (the value measured on ``measured_on``) and a
+Each check has ``expected`` (with ``measured_on``: the date and command) and a
 relative ``tolerance``; its band is ``expected · (1 ± tolerance)``. A value
 outside the band fails whichever side it falls on: worse is a regression,
 suspiciously better usually a broken evaluation. A run that crashes fails too.
@@ -19,8 +19,8 @@ suspiciously better usually a broken evaluation. A run that crashes fails too.
 Every run goes below ``--out`` (default ``outputs/nightly/<time>``), which
 also receives ``nightly.json`` and ``nightly.md`` (the pass/fail table). The
 exit status is 1 when any check failed. ``--record`` instead writes the
-measured values into the expectations file as the new ``expected`` (today's
-date and this command as provenance), keeping each tolerance.
+measured values into the expectations file as the new ``expected`` (with
+today's date and this command), keeping each tolerance.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Check:
 class Outcome:
     check: Check
     value: float | None
-    status: str  # pass | FAIL
+    status: str  # pass | FAIL | measured (--record)
     note: str
     seconds: float
     run_dir: str
@@ -121,8 +121,9 @@ def judge(check: Check, value: float | None, why: str) -> tuple[str, str]:
     return "pass", ""
 
 
-def run_checks(checks: list[Check], out: Path) -> list[Outcome]:
-    """Run every check in order (the benchmark once, when first needed)."""
+def run_checks(checks: list[Check], out: Path, recording: bool = False) -> list[Outcome]:
+    """Run every check in order (the benchmark once, when first needed); when
+    ``recording``, a value is "measured" rather than judged against its band."""
     outcomes, bench = [], None
     for check in checks:
         t0 = time.monotonic()
@@ -137,16 +138,20 @@ def run_checks(checks: list[Check], out: Path) -> list[Outcome]:
         else:
             value, why = run_training(check, out)
             run_dir = out / check.name
-        status, note = judge(check, value, why)
+        if recording and value is not None:
+            status, note = "measured", ""
+        else:
+            status, note = judge(check, value, why)
         outcomes.append(Outcome(check, value, status, note, round(time.monotonic() - t0, 1),
                                 str(run_dir)))
-        print(f"{status:4}  {check.name}: {value}  {note}", flush=True)
+        print(f"{status:8}  {check.name}: {value}  {note}", flush=True)
     return outcomes
 
 
 def markdown(outcomes: list[Outcome], command: str) -> str:
     failed = sum(o.status == "FAIL" for o in outcomes)
-    lines = [f"# Nightly: {len(outcomes) - failed} passed, {failed} failed", "",
+    passed = sum(o.status == "pass" for o in outcomes)
+    lines = [f"# Nightly: {passed} passed, {failed} failed", "",
              f"`{command}`", "",
              "| check | measures | value | expected | band | status | seconds | note |",
              "|---|---|---|---|---|---|---|---|"]
@@ -161,14 +166,16 @@ def markdown(outcomes: list[Outcome], command: str) -> str:
 
 
 def record(spec: dict[str, Any], outcomes: list[Outcome], path: Path, command: str) -> None:
-    """Write the measured values into the expectations file as the new ones."""
+    """Write the measured values into the expectations file as the new ones, each
+    with the date and the command that measured it."""
     measured = {o.check.name: o.value for o in outcomes if o.value is not None}
+    today = dt.date.today().isoformat()
     for c in spec["checks"]:
         if c["name"] in measured:
             c["expected"] = round(measured[c["name"]], 4)
-    spec["measured_on"] = {"date": dt.date.today().isoformat(), "command": command}
+            c["measured_on"] = {"date": today, "command": command}
     header = "".join(line + "\n" for line in path.read_text().splitlines() if line.startswith("#"))
-    path.write_text(header + yaml.safe_dump(spec, sort_keys=False, width=100))
+    path.write_text(header + yaml.safe_dump(spec, sort_keys=False, width=110, default_flow_style=None))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("outputs/nightly") / dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
 
-    outcomes = run_checks(checks, out)
+    outcomes = run_checks(checks, out, recording=args.record)
     table = markdown(outcomes, command)
     (out / "nightly.md").write_text(table)
     write_json({"command": command, "expected_file": str(args.expected),

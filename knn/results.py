@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -88,14 +89,22 @@ def _mean_std(values: list[float]) -> tuple[float, float | None]:
 
 
 def protocol(run: dict[str, Any]) -> str:
-    """full / budgeted N min / cut at max_steps / smoke, from what the run records."""
+    """full / budgeted N min / cut at N steps / cut at N epochs / smoke, from what the run records.
+
+    "cut at N epochs": stopped by ``train.max_epochs`` set on the command line
+    below the experiment's own (the paper's) number of epochs.
+    """
     task_cfg = run.get("config", {}).get("task", {})
     if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
         return "smoke (limited batches)"
     if run.get("budgeted"):
         return f"budgeted {run['budget_minutes']:g} min"
     if run.get("stop_reason") == "max_steps":
-        return "cut at max_steps"
+        return f"cut at {run.get('steps')} steps"
+    epochs = [t.split("=", 1)[1] for t in shlex.split(run.get("command", ""))
+              if t.startswith("train.max_epochs=")]
+    if run.get("stop_reason") == "max_epochs" and epochs:
+        return f"cut at {epochs[-1]} epochs"
     return "full"
 
 

@@ -167,7 +167,7 @@ def test_data_missing_without_mirror_or_network(tmp_path: Path) -> None:
 ])
 def test_corrupt_or_truncated_checkpoint(tmp_path: Path, content: bytes | None, reason: str) -> None:
     run = tmp_path / "run"
-    base = (f"task.data.mirror={MIRROR}", f"task.data.cache_dir={tmp_path / 'cache'}")
+    base = (f"task.data.mirror={MIRROR}",)  # the default id cache: built once, shared
     if content is None:  # a real checkpoint, cut short
         assert knn_train(tmp_path, *base, "train.max_epochs=1").returncode == 0
         content = (run / "last.pt").read_bytes()[:1000]
@@ -195,7 +195,7 @@ def test_bad_config(tmp_path: Path, override: str, message: str) -> None:
 def test_loss_diverging_mid_training_keeps_last_good_checkpoint(tmp_path: Path) -> None:
     # lr 1e30: step 1's loss is finite and its weights too (huge); step 2's loss is NaN.
     run = tmp_path / "run"
-    proc = knn_train(tmp_path, f"task.data.mirror={MIRROR}", f"task.data.cache_dir={tmp_path}",
+    proc = knn_train(tmp_path, f"task.data.mirror={MIRROR}",
                      "train.lr=1e30", "train.checkpoint_every=1")
     assert one_line_error(proc) == ("loss is nan at step 2 (epoch 0, batch 1); stopped, "
                                     f"last good checkpoint: {run / 'last.pt'}")

@@ -33,7 +33,7 @@ def test_nightly_passes_fails_and_records(tmp_path: Path) -> None:
     spec = yaml.safe_load(expected.read_text())
     value = spec["checks"][0]["expected"]
     assert 1000 < value < 20000  # an untrained 10k-word model is near uniform
-    assert spec["measured_on"]["command"].startswith("python -m knn.nightly --expected")
+    assert spec["checks"][0]["measured_on"]["command"].startswith("python -m knn.nightly --expected")
     assert expected.read_text().startswith("# test expectations\n")
 
     # 2. The same run again lands in its band; a band set 10% too low (a

@@ -159,3 +159,19 @@ def test_cli_default_root_is_experiments_results(tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(tmp_path)
     assert main(["--list"]) == 0
     assert capsys.readouterr().out.splitlines()[1].endswith("experiments/results/gated_fine/run0")
+
+
+@pytest.mark.parametrize(("extra", "label"), [
+    ({}, "full"),
+    ({"stop_reason": "max_epochs", "command": "python -m knn.train train.max_epochs=3"},
+     "cut at 3 epochs"),
+    ({"stop_reason": "patience", "command": "python -m knn.train train.max_epochs=3"}, "full"),
+    ({"stop_reason": "max_steps", "steps": 200}, "cut at 200 steps"),
+    ({"budgeted": True, "budget_minutes": 30.0}, "budgeted 30 min"),
+    ({"budgeted": True, "budget_minutes": 5, "config": {"task": {"limit_train_batches": 3}}},
+     "smoke (limited batches)"),
+])
+def test_protocol_labels(extra: dict, label: str) -> None:
+    from knn.results import protocol
+
+    assert protocol(result("sst", "gated_fine", 0, 50.0, 50.0, **extra)) == label

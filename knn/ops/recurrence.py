@@ -183,7 +183,10 @@ def _load_fused():
                 sources=[str(src)],
                 # -ffast-math lets gcc vectorize exp() (glibc libmvec); compile-only, so the
                 # process-wide flush-to-zero of crtfastmath.o is never linked in.
-                extra_cflags=["-O3", "-ffast-math", "-fopenmp", *isa_flags],
+                # -fno-finite-math-only keeps NaN and inf meaning what they mean: a
+                # diverged run must produce a NaN loss, not quietly clamped zeros.
+                extra_cflags=["-O3", "-ffast-math", "-fno-finite-math-only", "-fopenmp",
+                              *isa_flags],
                 extra_ldflags=["-fopenmp"],
                 verbose=False,
             )

@@ -15,7 +15,6 @@ and the report list, and the sweep goes on. The sweep's exit status is then 0.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -29,7 +28,7 @@ from omegaconf import DictConfig, open_dict
 from knn.data.mirror import DataError
 from knn.train.checkpoint import CheckpointError, write_json
 from knn.train.config import CONF_DIR, ConfigError
-from knn.train.loop import NonFiniteLoss, train
+from knn.train.loop import NonFiniteLoss, command_line, train
 
 # Failures the user can act on: printed as one line, exit status 1.
 EXPECTED_ERRORS = (CheckpointError, ConfigError, DataError, NonFiniteLoss)
@@ -71,9 +70,10 @@ def _record_failure(cfg: DictConfig, overrides: list[str], error: str, trace: st
     """Write ``failed.json`` for a sweep job that stopped with ``error``."""
     record = {"status": "failed", "error": error, "task": cfg.task.name,
               "model": cfg.model.name, "variant": cfg.variant, "seed": cfg.seed,
-              "command": shlex.join(["python", "-m", "knn.train", *overrides]),
+              "command": command_line(overrides),
               "traceback": trace}
-    write_json(record, Path(cfg.run_dir) / "failed.json")
+    if int(os.environ.get("RANK", "0")) == 0:  # torchrun: one record per job
+        write_json(record, Path(cfg.run_dir) / "failed.json")
 
 
 def unwritable_output(argv: list[str]) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shlex
 import sys
 import time
@@ -300,7 +301,7 @@ class Trainer:
             "seed": cfg.seed,
             "budgeted": stop_reason == "max_minutes",
             "budget_minutes": t.max_minutes,
-            "command": shlex.join([*_launcher(), "-m", "knn.train", *overrides]),
+            "command": command_line(overrides),
             "paper": self.plain_cfg.get("paper"),
             "config": self.plain_cfg,
         }
@@ -313,10 +314,12 @@ class Trainer:
         return result
 
 
-def _launcher() -> list[str]:
-    """How this run was started: ``python``, or ``torchrun`` with its process count."""
-    n = dist.world_size()
-    return ["python"] if n == 1 else ["torchrun", "--standalone", f"--nproc_per_node={n}"]
+def command_line(overrides: list[str]) -> str:
+    """The command that reruns this job: ``python -m knn.train ...``, or ``torchrun`` with
+    its process count (read from torchrun's environment, so it holds after a failure too)."""
+    n = int(os.environ.get("WORLD_SIZE", "1"))
+    launcher = ["python"] if n == 1 else ["torchrun", "--standalone", f"--nproc_per_node={n}"]
+    return shlex.join([*launcher, "-m", "knn.train", *overrides])
 
 
 def _fmt(metrics: dict[str, float]) -> str:

@@ -13,21 +13,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from knn import results
+
 HEADER = "| task | variant | params | valid {m} | test {m} | paper | protocol | wall | run |"
 
 
 def row(result: dict[str, Any], where: str) -> str:
     m = result["metric"]
     paper = (result.get("paper") or {}).get("value")
-    task_cfg = result["config"]["task"]
-    if result["budgeted"]:
-        protocol = f"budgeted {result['budget_minutes']} min"
-    elif result["stop_reason"] == "max_steps":
-        protocol = f"cut at {result['steps']} steps"
-    else:
-        protocol = "full"
-    if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
-        protocol += ", limited batches (smoke)"
+    protocol = results.protocol(result)
     cells = [
         result["task"],
         result["variant"],

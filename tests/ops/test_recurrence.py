@@ -130,3 +130,44 @@ def test_cuda_runs_reference_and_matches_cpu():
     gpu = outputs_and_grads(R.string_kernel_recurrence, cuda_inputs, spec)
     for a, b in zip(cpu, gpu):
         torch.testing.assert_close(a, b.cpu())
+
+
+@needs_fused
+@pytest.mark.parametrize("act", R.ACTIVATIONS)
+def test_fused_propagates_nan_like_reference(act):
+    """A NaN input gives NaN outputs where the reference's are, for every activation.
+
+    relu once mapped NaN to 0 here (``s > 0 ? s : 0``): a diverged SST run then
+    had NaN weights but a finite loss of ln 2, and the trainer's NaN check never fired.
+    """
+    spec = R.RecurrenceSpec(2, True, True, True, act, False)
+    inputs = make_inputs(2, "gated_xh", "none", masked=False, h_masked=False)
+    with torch.no_grad():
+        inputs[0][1, 0] = float("nan")  # one projection row of step 1, item 0
+    ref = R.string_kernel_recurrence_ref(*inputs, spec)
+    fused = R._FusedRecurrence.apply(*inputs, spec)
+    for a, b in zip(ref, fused):
+        assert a.isnan().any()
+        assert torch.equal(a.isnan(), b.isnan())
+
+
+@needs_fused
+@pytest.mark.parametrize("act", R.ACTIVATIONS)
+def test_fused_float32_with_saturated_gates_matches_reference(act):
+    """Gate pre-activations far past exp's float32 range (|x| >> 88) still give σ = 0 or 1.
+
+    Built with -ffinite-math-only (implied by -ffast-math), the vectorized exp
+    returned garbage past its range: NaN outputs, or, behind relu, silently wrong
+    values; a gated SST model then diverged without a NaN loss. The build now adds
+    -fno-finite-math-only.
+    """
+    spec = R.RecurrenceSpec(2, True, True, True, act, False)
+    inputs = make_inputs(2, "gated_xh", "none", masked=False, h_masked=False, T=6, B=4, d=16)
+    inputs = [x.detach().float() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+              for x in inputs]
+    inputs[0] = inputs[0] * 300  # projections, the gate's among them: pre-activations up to ~1e3
+    ref = R.string_kernel_recurrence_ref(*inputs, spec)
+    fused = R._FusedRecurrence.apply(*inputs, spec)
+    for a, b in zip(ref, fused):
+        assert a.isfinite().all()
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-3)

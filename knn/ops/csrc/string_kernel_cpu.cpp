@@ -33,7 +33,7 @@ template <typename T>
 inline T act_fwd(T s, int64_t a) {
   switch (a) {
     case kTanh: return std::tanh(s);
-    case kRelu: return s > T(0) ? s : T(0);
+    case kRelu: return s < T(0) ? T(0) : s;  // NaN stays NaN, as torch.relu: a diverged run must show
     case kSigmoid: return sigm(s);
     default: return s;
   }
@@ -44,7 +44,7 @@ template <typename T>
 inline T act_bwd(T s, T y, int64_t a) {
   switch (a) {
     case kTanh: return T(1) - y * y;
-    case kRelu: return s > T(0) ? T(1) : T(0);
+    case kRelu: return s <= T(0) ? T(0) : T(1);  // torch's threshold_backward (NaN passes)
     case kSigmoid: return y * (T(1) - y);
     default: return T(1);
   }

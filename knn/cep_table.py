@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from knn.results import protocol
+from knn import results
 
 #: Table 3's rows, top to bottom (variant names of conf/experiment/cep/).
 ORDER = ("mean", "wl_kernel", "emf", "nfp", "elbp", "wln", "gated_wln")
@@ -45,21 +45,13 @@ PAPER_NOTE = ("The paper's RMSEs are on 2.3M CEP molecules with Dai et al. (2016
 
 def collect(*roots: str | Path) -> list[dict[str, Any]]:
     """Every CEP ``result.json`` under ``roots`` (a root may be one file), with ``run_dir``."""
-    runs = []
-    for root in map(Path, roots):
-        files = [root] if root.is_file() else sorted(root.rglob("result.json"))
-        for f in files:
-            result = json.loads(f.read_text())
-            if result.get("task") == "cep":
-                runs.append({**result, "run_dir": str(f.parent)})
-    return runs
+    return results.select(results.collect(*roots), task="cep")
 
 
 def row(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The variant's row from its run with the best validation RMSE (ties: lowest seed)."""
     runs = sorted(runs, key=lambda r: (r["metrics"]["valid"]["rmse"], r["seed"], r.get("run_dir", "")))
     r, extra = runs[0], runs[0].get("extra") or {}
-    fitted = extra.get("fitted_parameters")
     return {
         "variant": variant,
         "model": r["model"],
@@ -69,15 +61,15 @@ def row(variant: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
         "test_rmse": r["metrics"]["test"]["rmse"],
         "test_mae": r["metrics"]["test"]["mae"],
         "valid_rmse": r["metrics"]["valid"]["rmse"],
-        "params": r["params"] if fitted is None else fitted,
-        "closed_form": fitted is not None,
+        "params": results.params(r),
+        "closed_form": extra.get("fitted_parameters") is not None,
         "wall_seconds": r["wall_seconds"],
         "molecules_per_second": (extra.get("throughput") or {}).get("molecules_per_second"),
         "fit_seconds": extra.get("fit_seconds"),
         "epochs": r["epochs"],
         "steps": r["steps"],
         "best_epoch": r["best_epoch"],
-        "protocol": protocol(r),
+        "protocol": results.protocol(r),
         "n_runs": len(runs),
         "seed": r["seed"],
         "device": r.get("device"),

@@ -41,17 +41,17 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         print("usage: python -m knn.train.summary RUN_DIR_OR_RESULT_JSON [...]", file=sys.stderr)
         return 2
-    results = []
+    runs = []
     for p in paths:
         f = p / "result.json" if p.is_dir() else p
         if not f.is_file():
             print(f"error: no result.json at {p}", file=sys.stderr)
             return 1
-        results.append((json.loads(f.read_text()), str(f.parent)))
-    metric = results[0][0]["metric"]
+        runs.append((json.loads(f.read_text()), str(f.parent)))
+    metric = runs[0][0]["metric"]
     print(HEADER.format(m=metric))
     print("|" + "---|" * HEADER.count(" | ") + "---|")
-    for result, where in results:
+    for result, where in runs:
         print(row(result, where))
     return 0
 

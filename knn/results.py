@@ -88,24 +88,37 @@ def _mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), std
 
 
+# Command-line overrides that change the training protocol an experiment config defines
+# (optimisation, schedule, sampling); a run with any of them is labelled with them, so that
+# it is never shown as the paper's protocol.
+PROTOCOL_KEYS = ("task.samples_per_epoch", "task.batch_size", "task.resample", "task.resample_bin",
+                 "task.resample_floor", "train.optimizer", "train.lr", "train.lr_decay",
+                 "train.lr_decay_epoch", "train.schedule", "train.clip")
+
+
 def protocol(run: dict[str, Any]) -> str:
-    """full / budgeted N min / cut at N steps / cut at N epochs / smoke, from what the run records.
+    """full / budgeted N min / cut at N steps / cut at N epochs / smoke, from what the run records,
+    followed by the protocol overrides it was given (``PROTOCOL_KEYS``) in parentheses.
 
     "cut at N epochs": stopped by ``train.max_epochs`` set on the command line
-    below the experiment's own (the paper's) number of epochs.
+    below the experiment's own (the paper's) number of epochs. "modified (...)" replaces
+    "full" when the run completed its schedule, but a protocol the command line changed.
     """
     task_cfg = run.get("config", {}).get("task", {})
     if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
         return "smoke (limited batches)"
+    tokens = shlex.split(run.get("command", ""))
+    changed = [t for t in tokens if t.split("=", 1)[0].lstrip("+~") in PROTOCOL_KEYS]
+    epochs = [t.split("=", 1)[1] for t in tokens if t.startswith("train.max_epochs=")]
     if run.get("budgeted"):
-        return f"budgeted {run['budget_minutes']:g} min"
-    if run.get("stop_reason") == "max_steps":
-        return f"cut at {run.get('steps')} steps"
-    epochs = [t.split("=", 1)[1] for t in shlex.split(run.get("command", ""))
-              if t.startswith("train.max_epochs=")]
-    if run.get("stop_reason") == "max_epochs" and epochs:
-        return f"cut at {epochs[-1]} epochs"
-    return "full"
+        label = f"budgeted {run['budget_minutes']:g} min"
+    elif run.get("stop_reason") == "max_steps":
+        label = f"cut at {run.get('steps')} steps"
+    elif run.get("stop_reason") == "max_epochs" and epochs:
+        label = f"cut at {epochs[-1]} epochs"
+    else:
+        label = "modified" if changed else "full"
+    return f"{label} ({', '.join(changed)})" if changed else label
 
 
 def _protocol(runs: list[dict[str, Any]]) -> str:

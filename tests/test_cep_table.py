@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from knn.cep_table import main, ordering, table
+from knn.cep_table import main, ordering, table, versus_chemprop
 
 
 def result(variant: str, valid: float, test: float, seed: int = 0, **extra) -> dict:
@@ -47,6 +47,11 @@ def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path) -> Non
     assert data["ordering"]["holds"] is True  # 0.51 ≤ 0.60 < 0.61 < 0.71 < 2.57
     md = (tmp_path / "out" / "table3.md").read_text()
     assert "| WL_KERNEL | wl_kernel | 1.5800 |" in md and "46,255 (fitted)" in md and "**holds**" in md
+    # WLN 0.60 ≤ chemprop's 0.925 but 700 < 730 molecules/s
+    assert data["versus_reference"] == {"test_rmse": [0.60, 0.925], "rmse_holds": True,
+                                        "molecules_per_second": [700.0, 730],
+                                        "throughput_holds": False, "holds": False}
+    assert "WLN: **not met**: test RMSE 0.6000 vs 0.925 (yes), 700 vs 730 molecules/s (NO)." in md
 
 
 def test_ordering_reports_failures_and_missing_rows() -> None:
@@ -54,6 +59,8 @@ def test_ordering_reports_failures_and_missing_rows() -> None:
     order = ordering(rows)
     assert not order["complete"] and not order["holds"]
     assert order["checks"] == [{"pair": "gated_wln ≤ wln", "holds": False, "values": [0.7, 0.6]}]
+    assert versus_chemprop(table([result("nfp", 0.5, 0.5)])) is None
+    assert versus_chemprop(rows)["holds"] is False  # 700 molecules/s < 730
 
 
 def test_no_runs_is_an_error(tmp_path: Path, capsys) -> None:

@@ -170,6 +170,12 @@ def test_cli_default_root_is_experiments_results(tmp_path: Path, monkeypatch: py
     ({"budgeted": True, "budget_minutes": 30.0}, "budgeted 30 min"),
     ({"budgeted": True, "budget_minutes": 5, "config": {"task": {"limit_train_batches": 3}}},
      "smoke (limited batches)"),
+    ({"stop_reason": "max_epochs", "command": "python -m knn.train task.samples_per_epoch=24000"},
+     "modified (task.samples_per_epoch=24000)"),
+    ({"budgeted": True, "budget_minutes": 30.0, "command": "python -m knn.train train.lr=0.5"},
+     "budgeted 30 min (train.lr=0.5)"),
+    ({"stop_reason": "max_epochs", "command": "python -m knn.train seed=3 task.eval_batch_size=10"},
+     "full"),
 ])
 def test_protocol_labels(extra: dict, label: str) -> None:
     from knn.results import protocol

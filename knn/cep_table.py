@@ -9,7 +9,7 @@ is shown. Rows follow Table 3's order. Per row: test RMSE and MAE (PCE
 units), validation RMSE, the paper's RMSE, trained parameters (for the
 closed-form models the fitted size), training wall time, training
 throughput (molecules/s, from ``result["extra"]["throughput"]``), epochs
-and steps, and how the run was cut (full, budgeted, smoke). Below the table:
+and steps, and how the run was cut or changed (``results.protocol``). Below the table:
 whether the paper's ordering holds, the chemprop reference measured for
 issue 5 and whether WLN meets it, and each run's command, seed, device and commit.
 

@@ -5,10 +5,12 @@ here: the decay gate, the n-gram states c_1..c_n, the activation and the
 highway connection. Following SRU (Lei et al. 2018), the GEMM stays outside
 and the scan is dispatched at one point, :func:`string_kernel_recurrence`, to
 
-* a fused C++ op (``csrc/string_kernel_cpu.cpp``, built lazily on first use
-  and cached by torch's cpp_extension tooling), for CPU tensors; or
+* a fused op, built lazily on first use and cached by torch's cpp_extension
+  tooling: C++ (``csrc/string_kernel_cpu.cpp``) for CPU tensors, CUDA
+  (``csrc/string_kernel_cuda.cu``, one thread per hidden unit) for GPU
+  tensors, both float32 or float64; or
 * :func:`string_kernel_recurrence_ref`, a plain PyTorch loop with the same
-  signature, used on CUDA, when the build is unavailable, when
+  signature, used for other dtypes, when a build is unavailable, when
   ``KNN_FUSED=0``, and by the tests as the reference.
 
 Per element (b, i) and step t, with K blocks of ``proj[t, b]`` holding
@@ -32,6 +34,7 @@ and the output is zero.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from dataclasses import dataclass
@@ -149,12 +152,16 @@ def string_kernel_recurrence_ref(
 
 
 # --------------------------------------------------------------------------
-# Fused CPU op
+# Fused ops
 
 
 _ACT_CODE = {name: i for i, name in enumerate(ACTIVATIONS)}
-_fused_module = None
-_fused_error: str | None = None
+_CSRC = Path(__file__).with_name("csrc")
+_FUSED_DTYPES = (torch.float32, torch.float64)
+# Built modules and the reasons builds failed, by device type ("cpu", "cuda"):
+# each build is tried once per process.
+_fused_modules: dict[str, object] = {}
+_fused_errors: dict[str, str] = {}
 
 
 def _isa() -> tuple[str, list[str]]:
@@ -165,51 +172,94 @@ def _isa() -> tuple[str, list[str]]:
     return "base", []
 
 
-def _load_fused():
-    """Build (first call only; cached on disk by cpp_extension) and import the C++ op."""
-    global _fused_module, _fused_error
-    if _fused_module is not None or _fused_error is not None:
-        return _fused_module
-    try:
-        from torch.utils import cpp_extension
+def _sources_digest() -> str:
+    """Short hash of every file in csrc/.
 
-        src = Path(__file__).with_name("csrc") / "string_kernel_cpu.cpp"
-        isa, isa_flags = _isa()
+    cpp_extension rebuilds when a listed source changes, but not when only the
+    shared header does; naming the build after all of csrc/ means an edited
+    header is never served from a stale build.
+    """
+    h = hashlib.sha256()
+    for f in sorted(_CSRC.iterdir()):
+        if f.suffix in (".h", ".cpp", ".cu"):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:10]
+
+
+def _build(device_type: str):
+    """Compile (or reuse from cpp_extension's cache) the op for a device type; return its ops.
+
+    The ops register through TORCH_LIBRARY (``torch.ops.knn_sk_cpu`` /
+    ``torch.ops.knn_sk_cuda``) rather than as a Python module, so no Python
+    headers are needed to build them.
+    """
+    from torch.utils import cpp_extension
+
+    digest = _sources_digest()
+    if device_type == "cuda":
+        cpp_extension.load(
+            name=f"knn_string_kernel_cuda_{digest}",
+            sources=[str(_CSRC / "string_kernel_cuda.cu")],
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3"],
+            is_python_module=False,
+            verbose=False,
+        )
+        return torch.ops.knn_sk_cuda
+    isa, isa_flags = _isa()
+    cpp_extension.load(
+        # The ISA is part of the name so a cached build never runs on a CPU without it.
+        name=f"knn_string_kernel_cpu_{isa}_{digest}",
+        sources=[str(_CSRC / "string_kernel_cpu.cpp")],
+        # -ffast-math lets gcc vectorize exp() (glibc libmvec); compile-only, so the
+        # process-wide flush-to-zero of crtfastmath.o is never linked in.
+        # -fno-finite-math-only keeps NaN and inf meaning what they mean: a
+        # diverged run must produce a NaN loss, not quietly clamped zeros.
+        extra_cflags=["-O3", "-ffast-math", "-fno-finite-math-only", "-fopenmp", *isa_flags],
+        extra_ldflags=["-fopenmp"],
+        is_python_module=False,
+        verbose=False,
+    )
+    return torch.ops.knn_sk_cpu
+
+
+def _load_fused(device_type: str = "cpu"):
+    """Build (first call only; cached on disk by cpp_extension) and import the op for a device type."""
+    if device_type in _fused_modules or device_type in _fused_errors:
+        return _fused_modules.get(device_type)
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _fused_module = cpp_extension.load(
-                # The ISA is part of the name so a cached build never runs on a CPU without it.
-                name=f"knn_string_kernel_cpu_{isa}",
-                sources=[str(src)],
-                # -ffast-math lets gcc vectorize exp() (glibc libmvec); compile-only, so the
-                # process-wide flush-to-zero of crtfastmath.o is never linked in.
-                # -fno-finite-math-only keeps NaN and inf meaning what they mean: a
-                # diverged run must produce a NaN loss, not quietly clamped zeros.
-                extra_cflags=["-O3", "-ffast-math", "-fno-finite-math-only", "-fopenmp",
-                              *isa_flags],
-                extra_ldflags=["-fopenmp"],
-                verbose=False,
-            )
+            _fused_modules[device_type] = _build(device_type)
     except Exception as exc:  # compiler, ninja or headers missing: fall back, say why once
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        _fused_error = f"{type(exc).__name__}: {reason}"
+        # A failed build's message is the compiler's whole output ending in ninja's
+        # "build stopped"; the first "error:" line is the one that says why.
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        errors = [line for line in lines if "error:" in line]
+        reason = errors[0] if errors else (lines[-1] if lines else type(exc).__name__)
+        _fused_errors[device_type] = f"{type(exc).__name__}: {reason}"
         warnings.warn(
-            f"knn: fused string-kernel op unavailable ({_fused_error}); using the PyTorch reference",
+            f"knn: fused string-kernel op ({device_type}) unavailable ({_fused_errors[device_type]}); "
+            "using the PyTorch reference",
             RuntimeWarning,
             stacklevel=3,
         )
-    return _fused_module
+    return _fused_modules.get(device_type)
 
 
-def fused_available() -> bool:
-    """True when the fused CPU op is built (building it if needed)."""
-    return os.environ.get("KNN_FUSED", "1") != "0" and _load_fused() is not None
+def fused_available(device_type: str = "cpu") -> bool:
+    """True when the fused op for ``device_type`` ("cpu" or "cuda") is built (building it if needed)."""
+    if os.environ.get("KNN_FUSED", "1") == "0" or device_type not in ("cpu", "cuda"):
+        return False
+    if device_type == "cuda" and not torch.cuda.is_available():
+        return False
+    return _load_fused(device_type) is not None
 
 
 class _FusedRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec):
-        mod = _fused_module
+        mod = _fused_modules[proj.device.type]
         empty = proj.new_empty(0)
         args = [
             proj.contiguous(),
@@ -227,6 +277,7 @@ class _FusedRecurrence(torch.autograd.Function):
         out, c_all, h_all, lam_all = mod.forward(*args, *flags)
         ctx.save_for_backward(*args, c_all, h_all, lam_all)
         ctx.flags = flags
+        ctx.mod = mod
         ctx.has = (carry is not None, decay is not None, weight_h is not None)
         T = proj.shape[0]
         return out, c_all[T], h_all[T]
@@ -235,7 +286,7 @@ class _FusedRecurrence(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out, d_c_last, d_h_last):
         saved = ctx.saved_tensors
-        grads = _fused_module.backward(
+        grads = ctx.mod.backward(
             d_out.contiguous(), d_c_last.contiguous(), d_h_last.contiguous(), *saved, *ctx.flags
         )
         d_proj, d_carry, d_decay, d_bias, d_wh, d_c0, d_h0 = grads
@@ -272,6 +323,6 @@ def string_kernel_recurrence(
     """
     if spec.activation not in _ACT_CODE:
         raise ValueError(f"unknown activation {spec.activation!r}; choose one of {ACTIVATIONS}")
-    if proj.device.type == "cpu" and fused_available():
+    if proj.dtype in _FUSED_DTYPES and fused_available(proj.device.type):
         return _FusedRecurrence.apply(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)
     return string_kernel_recurrence_ref(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)

@@ -229,7 +229,9 @@ class Trainer:
     def _end_of_epoch(self, train_loss: float | None, lr: float, full: bool) -> None:
         """Validate, keep the best model, checkpoint, log a metrics line."""
         p, task = self.p, self.task
+        started = time.monotonic()
         valid = self._evaluate("valid")
+        valid_seconds = time.monotonic() - started  # logged: how much of an epoch evaluation takes
         improved = is_better(valid[task.metric], p.best, task.higher_is_better)
         if improved:
             p.best, p.best_epoch, p.bad_epochs = valid[task.metric], p.epoch, 0
@@ -239,7 +241,7 @@ class Trainer:
             p.bad_epochs += 1
         record = {"epoch": p.epoch, "step": p.step, "lr": lr, "partial": not full,
                   "train": {} if train_loss is None else task.train_metrics(train_loss),
-                  "valid": valid, "best": improved}
+                  "valid": valid, "valid_seconds": round(valid_seconds, 2), "best": improved}
         if full:
             p.epoch, p.batch, p.loss_total, p.loss_count = p.epoch + 1, 0, 0.0, 0
         record["elapsed"] = self._save_last()

@@ -57,12 +57,16 @@ def get_rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what :func:`get_rng_state` returned."""
+    """Restore what :func:`get_rng_state` returned.
+
+    The state tensors may arrive on a GPU (a checkpoint loaded with
+    ``map_location=cuda``); every setter wants them on the CPU.
+    """
     py = state["python"]
     random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
     n = state["numpy"]
-    keys = n["keys"].numpy().astype(np.uint32)
+    keys = n["keys"].cpu().numpy().astype(np.uint32)
     np.random.set_state((n["name"], keys, n["pos"], n["has_gauss"], n["cached_gaussian"]))
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

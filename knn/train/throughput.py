@@ -7,7 +7,8 @@ batches (the loop's own update: forward, backward, clipping, SGD/Adam step).
 FLOPs are counted, not estimated: torch's FlopCounterMode records every
 matrix product of one step, forward and backward (the fused scan's
 recurrent GEMMs included; elementwise work is not counted). The peak is the
-fp32 GEMM rate of a 2048 x 2048 matmul measured in the same process.
+fp32 GEMM rate of a 2048 x 2048 matmul measured in the same process, on the
+same device (``device=cuda`` measures the GPU; TF32 stays off, as in training).
 """
 from __future__ import annotations
 
@@ -25,19 +26,29 @@ from hydra import compose, initialize_config_dir
 from torch.utils.flop_counter import FlopCounterMode
 
 from knn.bench import cpu_model
+from knn.ops.recurrence import fused_available
 from knn.train.config import CONF_DIR, resolve_config
 from knn.train.loop import Trainer
+from knn.train.provenance import device_name
 
 
-def gemm_peak_gflops(n: int = 2048, reps: int = 10) -> float:
-    """fp32 GEMM rate of an n x n matmul (median of ``reps`` after warm-up)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work, so wall-clock time covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def gemm_peak_gflops(device: torch.device = torch.device("cpu"), n: int = 2048, reps: int = 10) -> float:
+    """fp32 GEMM rate of an n x n matmul on ``device`` (median of ``reps`` after warm-up)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     for _ in range(3):
         a @ b
     times = []
     for _ in range(reps):
+        sync(device)
         t0 = time.perf_counter()
         a @ b
+        sync(device)
         times.append(time.perf_counter() - t0)
     return 2 * n**3 / statistics.median(times) / 1e9
 
@@ -61,13 +72,15 @@ def measure(overrides: list[str], steps: int, warmup: int = 5) -> dict[str, Any]
 
     for batch in batches[:warmup]:
         trainer.optimize(task.training_step(model, batch).loss)
+    sync(trainer.device)
     t0 = time.perf_counter()
     for batch in batches[warmup:]:
         trainer.optimize(task.training_step(model, batch).loss)
+    sync(trainer.device)
     seconds = time.perf_counter() - t0
     timed = len(batches) - warmup
     tokens_per_s = timed * tokens_per_step / seconds
-    peak = gemm_peak_gflops()
+    peak = gemm_peak_gflops(trainer.device)
     achieved = flops_per_token * tokens_per_s / 1e9
     return {
         "overrides": overrides,
@@ -80,7 +93,9 @@ def measure(overrides: list[str], steps: int, warmup: int = 5) -> dict[str, Any]
         "flops_counted": "matrix products of forward+backward (torch FlopCounterMode); elementwise not counted",
         "achieved_gflops": round(achieved, 1),
         "gemm_peak_gflops": round(peak, 1),
-        "gemm_peak_how": "fp32 2048x2048 matmul, median of 10, same process",
+        "gemm_peak_how": "fp32 2048x2048 matmul, median of 10, same process and device",
+        "device": device_name(trainer.device),
+        "fused_scan": fused_available(trainer.device.type),
         "fraction_of_peak": round(achieved / peak, 3),
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),

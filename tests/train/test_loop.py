@@ -35,6 +35,8 @@ def test_outputs(train_smoke, tmp_path) -> None:
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [l["epoch"] for l in lines] == [0, 1]
     assert [l["lr"] for l in lines] == pytest.approx([1.0, 0.9])  # smoke: decay from epoch 1
+    # validation is a part of each epoch's time
+    assert all(0 <= l["valid_seconds"] <= l["elapsed"] for l in lines)
     assert [f.name for f in tmp_path.iterdir() if f.name.startswith(".")] == []  # no temporaries
 
 

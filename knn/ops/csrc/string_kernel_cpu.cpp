@@ -9,84 +9,21 @@
 // element's scan is independent, so one parallel_for runs whole time loops.
 // With the (x, h)-gated decay, each step first needs U (h[t-1] ⊙ m), one small
 // GEMM done by ATen, then the elementwise update in parallel.
-#include <torch/extension.h>
+#include "string_kernel_common.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 namespace {
 
-constexpr int64_t kMaxN = 16;  // n-gram orders above this are not useful; keeps state on the stack
+using namespace knn;
+
 constexpr int64_t kGrain = 4096;  // elements of work below which a thread is not worth waking
 
 // Rows (batch items) per parallel task, for rows of `work` elements each.
 inline int64_t row_grain(int64_t work) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(work, 1)); }
-
-enum Act { kIdentity = 0, kTanh = 1, kRelu = 2, kSigmoid = 3 };
-
-template <typename T>
-inline T sigm(T x) { return T(1) / (T(1) + std::exp(-x)); }
-
-template <typename T>
-inline T act_fwd(T s, int64_t a) {
-  switch (a) {
-    case kTanh: return std::tanh(s);
-    case kRelu: return s < T(0) ? T(0) : s;  // NaN stays NaN, as torch.relu: a diverged run must show
-    case kSigmoid: return sigm(s);
-    default: return s;
-  }
-}
-
-// d act / d s, given the pre-activation s and y = act(s).
-template <typename T>
-inline T act_bwd(T s, T y, int64_t a) {
-  switch (a) {
-    case kTanh: return T(1) - y * y;
-    case kRelu: return s <= T(0) ? T(0) : T(1);  // torch's threshold_backward (NaN passes)
-    case kSigmoid: return y * (T(1) - y);
-    default: return T(1);
-  }
-}
-
-struct Spec {
-  int64_t T, B, K, d, n;
-  bool mult, norm, out_sum, highway, gated, xh, carry_in_proj, has_mask, has_hmask;
-  int64_t act, lam_idx, f_idx, p_idx;
-};
-
-Spec make_spec(const at::Tensor& proj, const at::Tensor& carry, const at::Tensor& decay,
-               const at::Tensor& weight_h, const at::Tensor& mask, const at::Tensor& h_mask,
-               int64_t n, bool mult, bool norm, bool out_sum, int64_t act, bool highway) {
-  TORCH_CHECK(proj.dim() == 4, "proj must be (T, B, K, d)");
-  TORCH_CHECK(n >= 1 && n <= kMaxN, "n-gram order must be in [1, 16]");
-  Spec s;
-  s.T = proj.size(0); s.B = proj.size(1); s.K = proj.size(2); s.d = proj.size(3);
-  s.n = n; s.mult = mult; s.norm = norm; s.out_sum = out_sum; s.act = act; s.highway = highway;
-  s.gated = decay.numel() == 0;
-  s.xh = weight_h.numel() > 0;
-  s.carry_in_proj = highway && carry.numel() == 0;
-  s.has_mask = mask.numel() > 0;
-  s.has_hmask = h_mask.numel() > 0;
-  s.lam_idx = n;
-  s.f_idx = n + (s.gated ? 1 : 0);
-  s.p_idx = s.f_idx + 1;
-  const int64_t want = n + (s.gated ? 1 : 0) + (highway ? 1 : 0) + (s.carry_in_proj ? 1 : 0);
-  TORCH_CHECK(s.K == want, "proj has ", s.K, " blocks, expected ", want);
-  return s;
-}
-
-// Pointers into the tensors one step needs; the same struct serves forward and backward.
-template <typename T>
-struct Buffers {
-  const T* proj; const T* carry; const T* decay; const T* bias; const T* mask; const T* hmask;
-  T* c_all;    // (T+1, B, n, d)
-  T* h_all;    // (T+1, B, d)
-  T* lam_all;  // (T, B, d) λ_t, saved for backward (gated only)
-  T* out;      // (T, B, d)
-  const T* r;  // (B, d) U (h[t-1] ⊙ m) for the current step (xh only)
-};
 
 // One row (t, b) of the forward scan. Loops run over the contiguous hidden
 // index i so the compiler vectorizes them; `tmp` holds 2 d-wide scratch rows.
@@ -148,17 +85,6 @@ void row_forward(const Spec& s, const Buffers<T>& p, int64_t t, int64_t b, T* tm
     out[i] = h;
   }
 }
-
-// Gradients that are written per row; reductions over (t, b) happen after.
-template <typename T>
-struct Grads {
-  const T* d_out;  // (T, B, d)
-  T* dc;           // (B, n, d) running dL/dc_j[t]
-  T* dh;           // (B, d) running dL/dh[t] arriving through the recurrence
-  T* d_proj;       // (T, B, K, d)
-  T* d_carry;      // (T, B, d)
-  T* d_lam_part;   // (B, d) Σ_t dL/dλ (constant / learned decay)
-};
 
 // One row (t, b) of the backward scan; `tmp` holds 3 d-wide scratch rows.
 template <typename T>
@@ -240,25 +166,6 @@ void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t
   }
 }
 
-template <typename T>
-Buffers<T> buffers(const at::Tensor& proj, const at::Tensor& carry, const at::Tensor& decay,
-                   const at::Tensor& bias, const at::Tensor& mask, const at::Tensor& h_mask,
-                   at::Tensor& c_all, at::Tensor& h_all, at::Tensor& lam_all, at::Tensor& out) {
-  Buffers<T> p;
-  p.proj = proj.data_ptr<T>();
-  p.carry = carry.numel() ? carry.data_ptr<T>() : nullptr;
-  p.decay = decay.numel() ? decay.data_ptr<T>() : nullptr;
-  p.bias = bias.data_ptr<T>();
-  p.mask = mask.numel() ? mask.data_ptr<T>() : nullptr;
-  p.hmask = h_mask.numel() ? h_mask.data_ptr<T>() : nullptr;
-  p.c_all = c_all.data_ptr<T>();
-  p.h_all = h_all.data_ptr<T>();
-  p.lam_all = lam_all.numel() ? lam_all.data_ptr<T>() : nullptr;
-  p.out = out.numel() ? out.data_ptr<T>() : nullptr;
-  p.r = nullptr;
-  return p;
-}
-
 std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor decay, at::Tensor bias,
                                 at::Tensor weight_h, at::Tensor c0, at::Tensor h0, at::Tensor mask,
                                 at::Tensor h_mask, int64_t n, bool mult, bool norm, bool out_sum,
@@ -311,13 +218,7 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
   AT_DISPATCH_FLOATING_TYPES(proj.scalar_type(), "string_kernel_backward", [&] {
     Buffers<scalar_t> p = buffers<scalar_t>(proj, carry, decay, bias, mask, h_mask, c_all, h_all, lam_all, d_out);
     p.out = nullptr;  // backward writes no forward outputs
-    Grads<scalar_t> g;
-    g.d_out = d_out.data_ptr<scalar_t>();
-    g.dc = dc.data_ptr<scalar_t>();
-    g.dh = dh.data_ptr<scalar_t>();
-    g.d_proj = d_proj.data_ptr<scalar_t>();
-    g.d_carry = d_carry.numel() ? d_carry.data_ptr<scalar_t>() : nullptr;
-    g.d_lam_part = d_lam_part.data_ptr<scalar_t>();
+    Grads<scalar_t> g = grads<scalar_t>(d_out, dc, dh, d_proj, d_carry, d_lam_part);
     if (!s.xh) {
       at::parallel_for(0, s.B, row_grain(s.d * s.T), [&](int64_t lo, int64_t hi) {
         std::vector<scalar_t> tmp(3 * s.d);
@@ -338,24 +239,14 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
       }
     }
   });
-  at::Tensor d_bias = at::zeros_like(bias);
-  if (s.gated) d_bias.select(0, 0).copy_(d_proj.select(2, s.lam_idx).sum({0, 1}));
-  if (s.highway) d_bias.select(0, 1).copy_(d_proj.select(2, s.f_idx).sum({0, 1}));
-  at::Tensor d_decay = s.gated ? proj.new_empty({0}) : d_lam_part.sum(0);
-  at::Tensor d_wh = proj.new_empty({0});
-  if (s.xh) {
-    // dU = Σ_t dg_tᵀ (h[t-1] ⊙ m): one GEMM over all steps.
-    at::Tensor dg_all = d_proj.select(2, s.lam_idx).reshape({s.T * s.B, s.d});
-    at::Tensor h_in = h_all.narrow(0, 0, s.T);
-    if (s.has_hmask) h_in = h_in * h_mask;
-    d_wh = at::mm(dg_all.t(), h_in.reshape({s.T * s.B, s.d}));
-  }
-  return {d_proj, d_carry, d_decay, d_bias, d_wh, dc, dh};
+  return finish_backward(s, d_proj, d_carry, d_lam_part, bias, h_all, h_mask, dc, dh);
 }
 
 }  // namespace
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("forward", &forward, "string-kernel recurrence forward (CPU)");
-  m.def("backward", &backward, "string-kernel recurrence backward (CPU)");
+// torch.ops.knn_sk_cpu.forward / .backward (the namespace is fixed; the library file's
+// name carries the sources' digest, see knn/ops/recurrence.py).
+TORCH_LIBRARY(knn_sk_cpu, m) {
+  m.def("forward", &forward);
+  m.def("backward", &backward);
 }

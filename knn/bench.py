@@ -5,7 +5,9 @@
 Each case times forward + backward of one layer (median over ``reps`` after
 warm-up) next to nn.LSTM and nn.GRU of the same width and the layer's own
 input-projection GEMM alone (``floor_ms``: the part no recurrence can avoid).
-Ratios, not absolute times, are what carry across machines.
+A second section times the models' dense products (``LINEAR_SHAPES``) through
+aten's ``F.linear`` and through :func:`knn.ops.linear.linear`, which the
+layers use. Ratios, not absolute times, are what carry across machines.
 """
 from __future__ import annotations
 
@@ -23,9 +25,12 @@ import torch
 from torch import nn
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+from knn.ops.linear import linear, onednn_enabled
 from knn.ops.recurrence import fused_available
 
 SHAPES = {"ptb": (35, 20, 355), "sst": (50, 32, 200)}  # (T, B, width)
+# Products of a PTB 5m training step (batch 32 x BPTT 35 rows): (M, K, N) of x (M, K) Wᵀ, W (N, K).
+LINEAR_SHAPES = {"ptb_decoder": (1120, 355, 10000), "ptb_projection": (1120, 355, 1065)}
 VARIANTS = {
     "n1_gated_x_highway": StringKernelConfig(n=1, decay="gated_x", highway=True),
     "n1_gated_xh_highway": StringKernelConfig(n=1, decay="gated_xh", highway=True),
@@ -68,12 +73,38 @@ def gemm_floor(layer: StringKernelLayer, x: torch.Tensor) -> Callable[[], None]:
     T, B, d_in = x.shape
 
     def step() -> None:
-        proj = x.reshape(T * B, d_in) @ w.t()
+        proj = linear(x.reshape(T * B, d_in), w)
         proj.backward(torch.ones_like(proj))
         w.grad = None
         x.grad = None
 
     return step
+
+
+def linear_fwd_bwd(fn: Callable, x: torch.Tensor, w: torch.Tensor) -> Callable[[], None]:
+    def step() -> None:
+        y = fn(x, w)
+        y.backward(torch.ones_like(y))
+        x.grad = w.grad = None
+
+    return step
+
+
+def run_linear(reps: int) -> list[dict]:
+    """Forward + backward of x Wᵀ through aten (``F.linear``) and :func:`knn.ops.linear.linear`."""
+    cases = []
+    for name, (M, K, N) in LINEAR_SHAPES.items():
+        x, w = torch.randn(M, K, requires_grad=True), torch.randn(N, K, requires_grad=True)
+        ms = time_ms({"aten": linear_fwd_bwd(nn.functional.linear, x, w), "knn": linear_fwd_bwd(linear, x, w)}, reps)
+        cases.append({
+            "product": name, "M": M, "K": K, "N": N,
+            "aten_ms": round(ms["aten"], 3), "knn_ms": round(ms["knn"], 3),
+            "ratio_aten_vs_knn": round(ms["aten"] / ms["knn"], 3),
+            "knn_gflops": round(6 * M * K * N / ms["knn"] / 1e6, 1),
+        })
+        print(f"linear {name:15s} aten {ms['aten']:7.2f} ms  knn {ms['knn']:7.2f} ms  aten/knn {ms['aten'] / ms['knn']:5.2f}x",
+              flush=True)
+    return cases
 
 
 def cpu_model() -> str:
@@ -122,10 +153,12 @@ def run(reps: int) -> dict:
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "fused": fused_available(),
+        "onednn_linear": onednn_enabled(torch.ones(1)),
         "reps": reps,
         "timed": "forward+backward, median ms after 5 warm-up steps, all steps of a shape interleaved",
         "date": time.strftime("%Y-%m-%d"),
         "cases": cases,
+        "linear": run_linear(reps),
     }
 
 
@@ -143,6 +176,18 @@ def to_markdown(result: dict) -> str:
         lines.append(
             f"| {s['name']} ({s['T']}, {s['B']}, {s['width']}) | {c['variant']} | {c['ms']:.2f} | {c['lstm_ms']:.2f} "
             f"| {c['gru_ms']:.2f} | {c['ratio_vs_lstm']:.2f}x | {c['floor_ms']:.2f} | {c['ratio_vs_floor']:.2f}x |"
+        )
+    lines += [
+        "",
+        f"Products x Wᵀ, forward + backward (knn.ops.linear: oneDNN {result['onednn_linear']}):",
+        "",
+        "| product (M, K, N) | aten F.linear ms | knn linear ms | aten / knn | knn GFLOP/s |",
+        "|---|---|---|---|---|",
+    ]
+    for c in result["linear"]:
+        lines.append(
+            f"| {c['product']} ({c['M']}, {c['K']}, {c['N']}) | {c['aten_ms']:.2f} | {c['knn_ms']:.2f} "
+            f"| {c['ratio_aten_vs_knn']:.2f}x | {c['knn_gflops']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -8,6 +8,7 @@ from knn import bench
 
 def test_run_reports_every_case_with_consistent_ratios(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "SHAPES", {"tiny": (3, 2, 8)})
+    monkeypatch.setattr(bench, "LINEAR_SHAPES", {"tiny_product": (128, 64, 96)})
     result = bench.run(reps=2)
     assert {c["variant"] for c in result["cases"]} == set(bench.VARIANTS)
     for c in result["cases"]:
@@ -17,6 +18,10 @@ def test_run_reports_every_case_with_consistent_ratios(monkeypatch, tmp_path):
         assert result[key]
     table = bench.to_markdown(result)
     assert table.count("| tiny (3, 2, 8) |") == len(bench.VARIANTS)
+    (product,) = result["linear"]
+    assert (product["M"], product["K"], product["N"]) == (128, 64, 96)
+    assert product["ratio_aten_vs_knn"] == pytest.approx(product["aten_ms"] / product["knn_ms"], rel=0.05)
+    assert "| tiny_product (128, 64, 96) |" in table
     out = tmp_path / "layers.json"
     bench.write_atomic(out, json.dumps(result))
     assert json.loads(out.read_text())["cases"] == result["cases"]

@@ -29,7 +29,8 @@ h[t] = f_t ⊙ σ(c[t]) + (1 - f_t) ⊙ x_t with f_t = σ(W_f x_t + b_f); when t
 input and hidden widths differ, x_t is projected by an extra block W_p.
 
 All projections W^{(1..n)}, W_λ, W_f, W_p are one (K·d, d_in) matrix, so a
-layer costs one GEMM plus one elementwise scan (knn.ops.recurrence).
+layer costs one GEMM (knn.ops.linear) plus one elementwise scan
+(knn.ops.recurrence).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from knn.ops.linear import linear
 from knn.ops.recurrence import ACTIVATIONS, RecurrenceSpec, string_kernel_recurrence
 
 DECAYS = ("constant", "learned", "gated_x", "gated_xh")
@@ -154,7 +156,7 @@ class StringKernelLayer(nn.Module):
         if self.training and p > 0:
             x = x * _variational_mask(x, (1, B, self.d_in), p)  # same mask at every step
             h_mask = _variational_mask(x, (B, self.d), p)
-        proj = (x.reshape(T * B, self.d_in) @ self.weight.t()).view(T, B, -1, self.d)  # (T, B, K, d)
+        proj = linear(x.reshape(T * B, self.d_in), self.weight).view(T, B, -1, self.d)  # (T, B, K, d)
         zeros = x.new_zeros(self.d)
         gate_bias = torch.stack([
             self.decay_bias if self.decay_bias is not None else zeros,

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from knn.layers.string_kernel import KernelState, StringKernelConfig, StringKernelNet
+from knn.ops.linear import Linear
 
 LSTMState = tuple[Tensor, Tensor]  # (h, c), each (depth, B, d)
 # A learned decay starts at the configured λ (the layer sets its logit), not 0.
@@ -74,7 +75,8 @@ class _TiedLM(nn.Module):
         self.d = d
         self.embedding = nn.Embedding(vocab_size, d)
         self.drop = nn.Dropout(dropout)
-        self.decoder = nn.Linear(d, vocab_size)
+        # knn.ops.linear: oneDNN on CPU for both models, as nn.LSTM's own kernels are.
+        self.decoder = Linear(d, vocab_size)
         if tie:
             # Weight tying: Press & Wolf (2017) "Using the Output Embedding to
             # Improve Language Models"; Inan et al. (2017) "Tying Word Vectors

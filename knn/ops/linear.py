@@ -1,0 +1,104 @@
+"""Dense products y = x Wᵀ + b whose CPU float32 GEMMs run through oneDNN.
+
+Why this exists: ``torch.nn.functional.linear`` on CPU calls MKL's sgemm,
+and MKL takes its AVX2 kernels on AMD processors even where AVX-512 is
+there. oneDNN (the library behind ``nn.LSTM``'s CPU kernels) has no such
+preference; on this project's 2-core AMD EPYC it runs the PTB shapes' products
+about 2x faster at fp32 accuracy (``python -m knn.bench``, section "linear";
+``experiments/bench/layers.md``). Leaving our GEMMs on MKL while the LSTM
+baseline gets oneDNN would compare libraries, not architectures.
+
+Dispatch, in :func:`linear`: float32 CPU tensors go to oneDNN when torch has
+it and ``KNN_ONEDNN`` is not ``"0"``; everything else (CUDA, float64, a torch
+without oneDNN) goes to ``F.linear``. The product is the same either way::
+
+    forward   Y  = X Wᵀ + b          X (M, K), W (N, K), b (N,)
+    backward  dX = dY W              (M, N) x (N, K)
+              dW = dYᵀ X             (N, M) x (M, K)
+              db = Σ_rows dY
+
+each product a oneDNN matmul (``torch.ops.mkldnn._linear_pointwise``, the
+op torch's own compiler emits for CPU linears; it takes plain strided
+tensors, so the transposes above are views, not copies).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.flop_counter import register_flop_formula
+
+
+def _onednn_op():
+    """The oneDNN linear op, or None when this torch build has none."""
+    if not torch.backends.mkldnn.is_available():
+        return None
+    return getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+
+
+_LINEAR = _onednn_op()
+
+
+def onednn_enabled(x: Tensor) -> bool:
+    """True when :func:`linear` sends ``x``'s products to oneDNN."""
+    return (
+        _LINEAR is not None
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and x.numel() > 0
+        and os.environ.get("KNN_ONEDNN", "1") != "0"
+    )
+
+
+def _mm(a: Tensor, w: Tensor, bias: Tensor | None = None) -> Tensor:
+    """a (M, K) · w (N, K)ᵀ + bias, one oneDNN matmul."""
+    return _LINEAR(a, w, bias, "none", [], "")
+
+
+if _LINEAR is not None:
+    # FlopCounterMode knows aten's products only; without this the throughput
+    # report (knn.train.throughput) would miss every product routed here.
+    @register_flop_formula(_LINEAR)
+    def _linear_flops(x_shape, w_shape, *args, **kwargs) -> int:
+        rows = 1
+        for s in x_shape[:-1]:
+            rows *= s
+        return 2 * rows * x_shape[-1] * w_shape[0]
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _mm(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, dy: Tensor):
+        x, weight = ctx.saved_tensors
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = _mm(dy, weight.t())  # dY W
+        if ctx.needs_input_grad[1]:
+            dw = _mm(dy.t(), x.t())  # dYᵀ X
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = dy.sum(0)
+        return dx, dw, db
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)`` for x (..., K), weight (N, K); oneDNN on CPU float32."""
+    if not onednn_enabled(x) or weight.dtype != x.dtype:
+        return F.linear(x, weight, bias)
+    lead = x.shape[:-1]
+    y = _OneDNNLinear.apply(x.reshape(-1, x.shape[-1]), weight, bias)
+    return y.view(*lead, weight.shape[0])
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` whose forward is :func:`linear` (same parameters, same state dict)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

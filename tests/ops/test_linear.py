@@ -62,7 +62,7 @@ def test_float32_cpu_products_go_through_onednn(monkeypatch):
     x.requires_grad_()
     w.requires_grad_()
     L.linear(x, w, b).sum().backward()
-    assert calls == [(5, 4), (5, 3), (3, 5)]  # forward, dX = dY W, dW = dYᵀ X
+    assert calls == [(5, 4), (5, 3), (4, 5)]  # forward, dX = dY W, dWᵀ = Xᵀ dY
 
 
 @pytest.mark.parametrize("case", ["float64", "switched_off", "empty"])

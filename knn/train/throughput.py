@@ -1,6 +1,6 @@
 """Training throughput of one experiment: tokens/s, FLOPs/token, share of GEMM peak.
 
-    python -m knn.train.throughput experiment=ptb/gated_5m [--steps 30] [--out FILE]
+    python -m knn.train.throughput experiment=ptb/gated_5m [--steps 30] [--profile 5] [--out FILE]
 
 Runs real optimizer steps of the experiment's model on its task's training
 batches (the loop's own update: forward, backward, clipping, SGD/Adam step).
@@ -8,7 +8,10 @@ FLOPs are counted, not estimated: torch's FlopCounterMode records every
 matrix product of one step, forward and backward (the fused scan's
 recurrent GEMMs included; elementwise work is not counted). The peak is the
 fp32 GEMM rate of a 2048 x 2048 product measured in the same process, on the
-same device, through aten's matmul and through knn.ops.linear (the faster counts) (``device=cuda`` measures the GPU; TF32 stays off, as in training).
+same device (``device=cuda`` measures the GPU; TF32 stays off, as in
+training), through aten's matmul and through knn.ops.linear; the faster
+counts. ``--profile N`` adds where the time goes: the ops with the most self
+time over N more steps (torch.profiler).
 """
 from __future__ import annotations
 
@@ -19,10 +22,11 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from hydra import compose, initialize_config_dir
+from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from knn.bench import cpu_model
@@ -62,7 +66,24 @@ def gemm_peak_gflops(device: torch.device = torch.device("cpu"), n: int = 2048, 
     return rates
 
 
-def measure(overrides: list[str], steps: int, warmup: int = 5) -> dict[str, Any]:
+def where_time_goes(step: Callable[[], None], steps: int, top: int = 12) -> list[dict[str, Any]]:
+    """The ops taking most self time over ``steps`` calls of ``step`` (torch.profiler), as
+    ``{"op", "ms_per_step", "share"}``; ``share`` is of the profiled self time, all ops."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0 or e.self_device_time_total > 0]
+    total = sum(e.self_cpu_time_total + e.self_device_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total + e.self_device_time_total, reverse=True)
+    return [{"op": e.key,
+             "ms_per_step": round((e.self_cpu_time_total + e.self_device_time_total) / 1e3 / steps, 2),
+             "share": round((e.self_cpu_time_total + e.self_device_time_total) / total, 3)}
+            for e in events[:top]]
+
+
+def measure(overrides: list[str], steps: int, warmup: int = 5, profile_steps: int = 0) -> dict[str, Any]:
+    """Time ``steps`` optimizer steps after ``warmup``; with ``profile_steps``, also profile that many."""
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     with tempfile.TemporaryDirectory() as run_dir:
@@ -89,6 +110,8 @@ def measure(overrides: list[str], steps: int, warmup: int = 5) -> dict[str, Any]
     seconds = time.perf_counter() - t0
     timed = len(batches) - warmup
     tokens_per_s = timed * tokens_per_step / seconds
+    top_ops = where_time_goes(lambda: trainer.optimize(task.training_step(model, batches[-1]).loss),
+                              profile_steps) if profile_steps else None
     rates = gemm_peak_gflops(trainer.device)
     peak = max(rates.values())
     achieved = flops_per_token * tokens_per_s / 1e9
@@ -112,6 +135,7 @@ def measure(overrides: list[str], steps: int, warmup: int = 5) -> dict[str, Any]
         "threads": torch.get_num_threads(),
         "cpu_model": cpu_model(),
         "date": time.strftime("%Y-%m-%d"),
+        **({"profile": {"steps": profile_steps, "self_time_by_op": top_ops}} if top_ops else {}),
     }
 
 
@@ -119,9 +143,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=ptb/gated_5m")
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                        help="also profile STEPS more steps and report the ops taking most time")
     parser.add_argument("--out", default=None, help="also write the result as JSON here")
     args = parser.parse_args()
-    result = measure(args.overrides, args.steps)
+    result = measure(args.overrides, args.steps, profile_steps=args.profile)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

@@ -1,10 +1,10 @@
 """Dense products y = x Wᵀ + b whose CPU float32 GEMMs run through oneDNN.
 
 Why this exists: ``torch.nn.functional.linear`` on CPU calls MKL's sgemm,
-and MKL takes its AVX2 kernels on AMD processors even where AVX-512 is
-there. oneDNN (the library behind ``nn.LSTM``'s CPU kernels) has no such
-preference; on this project's 2-core AMD EPYC it runs the PTB shapes' products
-about 2x faster at fp32 accuracy (``python -m knn.bench``, section "linear";
+which on AMD processors does not take its AVX-512 path (on this project's
+2-core AMD EPYC it reaches 212 GFLOP/s, about the AVX2 limit). oneDNN (the
+library behind ``nn.LSTM``'s CPU kernels) reaches 463 there and runs the PTB
+shapes' products 1.8-2x faster at fp32 accuracy (``python -m knn.bench``, section "linear";
 ``experiments/bench/layers.md``). Leaving our GEMMs on MKL while the LSTM
 baseline gets oneDNN would compare libraries, not architectures.
 

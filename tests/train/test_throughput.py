@@ -25,7 +25,11 @@ def test_flops_per_token_are_every_product_of_the_kernel_lm(fake_ptb, fast_peak,
     assert result["tokens_per_step"] == 4 * 8  # batch_size x bptt of debug=smoke
     assert set(result["gemm_gflops_by_library"]) == {"aten", "knn"}
     assert result["gemm_peak_gflops"] == max(result["gemm_gflops_by_library"].values())
-    assert result["fraction_of_peak"] == pytest.approx(result["achieved_gflops"] / result["gemm_peak_gflops"], abs=1e-3)
+    # achieved_gflops is rounded to 0.1 and fraction_of_peak to 0.001 before they are compared.
+    tolerance = 0.05 / result["gemm_peak_gflops"] + 5e-4
+    assert result["fraction_of_peak"] == pytest.approx(result["achieved_gflops"] / result["gemm_peak_gflops"], abs=tolerance)
     ops = result["profile"]["self_time_by_op"]
-    assert ops and all(o["ms_per_step"] > 0 and 0 < o["share"] <= 1 for o in ops)
+    # Rounded to 0.01 ms and 0.001: an op of the tiny model may show 0, never less.
+    assert ops and ops[0]["share"] > 0 and all(o["ms_per_step"] >= 0 for o in ops)
+    assert 0 < sum(o["share"] for o in ops) <= 1 + 1e-3 * len(ops)
     assert [o["share"] for o in ops] == sorted((o["share"] for o in ops), reverse=True)

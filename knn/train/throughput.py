@@ -73,13 +73,11 @@ def where_time_goes(step: Callable[[], None], steps: int, top: int = 12) -> list
     with profile(activities=activities) as prof:
         for _ in range(steps):
             step()
-    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0 or e.self_device_time_total > 0]
-    total = sum(e.self_cpu_time_total + e.self_device_time_total for e in events)
-    events.sort(key=lambda e: e.self_cpu_time_total + e.self_device_time_total, reverse=True)
-    return [{"op": e.key,
-             "ms_per_step": round((e.self_cpu_time_total + e.self_device_time_total) / 1e3 / steps, 2),
-             "share": round((e.self_cpu_time_total + e.self_device_time_total) / total, 3)}
-            for e in events[:top]]
+    us = {e.key: e.self_cpu_time_total + e.self_device_time_total for e in prof.key_averages()}
+    total = sum(us.values())
+    ranked = sorted((k for k in us if us[k] > 0), key=us.get, reverse=True)
+    return [{"op": k, "ms_per_step": round(us[k] / 1e3 / steps, 2), "share": round(us[k] / total, 3)}
+            for k in ranked[:top]]
 
 
 def measure(overrides: list[str], steps: int, warmup: int = 5, profile_steps: int = 0) -> dict[str, Any]:

@@ -73,6 +73,7 @@ class RunConfig:
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: Optional[int] = None  # torch intra-op threads; None: torch's default
+    keep_freed_memory: bool = True  # CPU runs: glibc reuses freed memory (knn.train.memory)
     variant: str = "default"  # experiment name, recorded in result.json
     paper: Optional[Dict[str, Any]] = None  # the paper's number this run targets
     data: Optional[Dict[str, Any]] = None  # molecule tasks: task.data at the top (task/cep.yaml)

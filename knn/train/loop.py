@@ -33,6 +33,7 @@ from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
 from knn.train import dist
 from knn.train.config import ConfigError, resolve_config, to_dataclass
+from knn.train.memory import keep_freed_memory
 from knn.train.optim import EpochSchedule, build_optimizer
 from knn.train.provenance import device_name, git_commit
 from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
@@ -110,6 +111,8 @@ class Trainer:
 
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
+        if cfg.keep_freed_memory and self.device.type == "cpu":
+            keep_freed_memory()
         set_deterministic(self.t.deterministic)
         seed_everything(cfg.seed)  # before the model is built: it fixes the init
         self.task = TASKS[cfg.task.name](to_dataclass(cfg.task), self.device, seed=cfg.seed)

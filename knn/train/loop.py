@@ -12,6 +12,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -39,6 +40,7 @@ from knn.train.provenance import device_name, git_commit
 from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
 
 log = logging.getLogger(__name__)
+_DDP_SYNCS_BUFFERS_ONCE = "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
 
 
 class NonFiniteLoss(RuntimeError):
@@ -148,14 +150,17 @@ class Trainer:
     def _data_parallel(self) -> nn.Module:
         """The model under DDP when several processes train (gradients averaged over ranks).
 
-        Buffers are copied from rank 0 once, not at every step: they are fixed
-        tables (SST's vectors) or batch-norm statistics, of which only rank 0's
-        are used.
+        Buffers are copied from rank 0 once, not at every step (at every step
+        on torch < 2.13): they are fixed tables (SST's vectors) or batch-norm
+        statistics, of which only rank 0's are used.
         """
         if dist.world_size() == 1 or not any(p.requires_grad for p in self.model.parameters()):
             return self.model  # one process, or a closed-form model (no gradient steps)
         ids = [self.device] if self.device.type == "cuda" else None
-        return DistributedDataParallel(self.model, device_ids=ids, forward_sync_buffers=False)
+        # torch < 2.13 has no forward_sync_buffers; its default copies the buffers at
+        # every forward instead, which gives the same values.
+        once = {"forward_sync_buffers": False} if _DDP_SYNCS_BUFFERS_ONCE else {}
+        return DistributedDataParallel(self.model, device_ids=ids, **once)
 
     def _limit_reached(self) -> str | None:
         if self.t.max_steps is not None and self.p.step >= self.t.max_steps:

@@ -86,6 +86,12 @@ def torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def why(proc: subprocess.CompletedProcess) -> str:
+    """A failed launch's story: the workers' own errors come first, torchrun's summary last."""
+    err = proc.stderr
+    return err if len(err) < 6000 else f"{err[:4000]}\n...\n{err[-1500:]}"
+
+
 def train_losses(run_dir: Path) -> list[float]:
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line)["train"]["loss"] for line in lines]
@@ -103,7 +109,7 @@ def test_two_processes_take_the_steps_of_one(task: str, tmp_path: Path, compose_
         extra = [f"data.path={path}", f"data.cache_dir={tmp_path / 'cache'}"]
     one = run(compose_cfg, task, str(tmp_path / "one"), *extra)
     proc = torchrun(task, str(tmp_path / "two"), *extra, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, why(proc)
     two = json.loads((tmp_path / "two" / "result.json").read_text())
 
     # Each rank trained on its part of every batch: PTB 2 of 4 columns; the molecule
@@ -136,7 +142,7 @@ def test_a_run_resumes_on_another_number_of_processes(tmp_path: Path, compose_cf
     run(compose_cfg, "ptb", str(tmp_path / "whole"))
     run(compose_cfg, "ptb", str(tmp_path / "resumed"), "train.max_steps=4")
     proc = torchrun("ptb", str(tmp_path / "resumed"), "train.resume=true", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, why(proc)
     a = ckpt.load(tmp_path / "whole" / ckpt.LAST)["model"]
     b = ckpt.load(tmp_path / "resumed" / ckpt.LAST)
     assert b["progress"]["step"] == 6

@@ -259,7 +259,7 @@ def test_cep_split_is_rebuilt_from_csv(tmp_path: Path, monkeypatch: pytest.Monke
         split_name: Source(derived_from="cep/cep-processed.csv"),
     }
     monkeypatch.setattr(mirror, "SOURCES", sources)
-    monkeypatch.setattr(mirror, "BUILDERS", {split_name: mirror.cep_split_json})
+    monkeypatch.setattr(mirror, "BUILDERS", {split_name: lambda path, _: mirror.cep_split_json(path)})
     write(tmp_path / "mirror", "cep/cep-processed.csv", csv)
     got = resolve(split_name, mirror=tmp_path / "mirror", cache_dir=tmp_path / "cache")
     assert got == tmp_path / "cache" / split_name and got.read_bytes() == expected
@@ -286,3 +286,45 @@ def test_table_matches_mirror_readme(monkeypatch: pytest.MonkeyPatch):
     listed = {name: digest for digest, name in rows}
     assert listed == dict(mirror.CHECKSUMS)
     assert set(mirror.SOURCES) == set(mirror.CHECKSUMS)
+
+
+@pytest.mark.skipif(REAL_MIRROR is None, reason="needs the data mirror's SST trees and vectors")
+def test_glove_rebuilt_from_public_zip_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Without a mirror, the GloVe extract is rebuilt from glove.6B.zip: the words of
+    SST only, sorted, whatever the zip's order, extra words or number formatting."""
+    import gzip
+    import random
+
+    monkeypatch.undo()
+    name = mirror.GLOVE_6B_SST
+    lines = gzip.decompress((REAL_MIRROR / name).read_bytes()).decode().splitlines()
+    word, first, rest = lines[0].split(" ", 2)
+    lines[0] = f"{word} {first}{'0' if '.' in first else '.0'} {rest}"  # 0.418 -> 0.4180
+    lines += ["zzznotansstword 1 2 3", "Good 0 0 0"]  # not an SST type; cased, not lowercased
+    random.Random(0).shuffle(lines)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("glove.6B.50d.txt", "\n".join(lines) + "\n")
+        z.writestr("glove.6B.100d.txt", "other 1\n")
+    calls: list[str] = []
+    monkeypatch.setattr(mirror, "urlopen", serve({mirror.GLOVE_6B_URL: buf.getvalue()}, calls))
+    trees = tmp_path / "trees_mirror"
+    for tree in mirror.SST_TREES:  # a mirror with the trees but not the vectors
+        (trees / tree).parent.mkdir(parents=True, exist_ok=True)
+        (trees / tree).write_bytes((REAL_MIRROR / tree).read_bytes())
+    path = resolve(name, mirror=trees, cache_dir=tmp_path / "cache")
+    assert calls == [mirror.GLOVE_6B_URL]
+    assert mirror.sha256_file(path) != mirror.CHECKSUMS[name]  # another gzip header...
+    assert mirror.vectors_digest(path) == mirror.CONTENT_CHECKSUMS[name]  # ...same vectors
+    assert resolve(name, mirror=trees, cache_dir=tmp_path / "cache") == path  # cache verifies
+
+
+def test_content_digest_does_not_rescue_other_vectors(tmp_path: Path, monkeypatch):
+    import gzip
+
+    monkeypatch.setattr(mirror, "CHECKSUMS", {"v.txt.gz": sha(b"x")})
+    monkeypatch.setattr(mirror, "CONTENT_CHECKSUMS", {"v.txt.gz": "0" * 64})
+    path = tmp_path / "v.txt.gz"
+    path.write_bytes(gzip.compress(b"good 1 2\n"))
+    with pytest.raises(DataError, match="checksum mismatch"):
+        mirror.verify(path, mirror.CHECKSUMS["v.txt.gz"], "v.txt.gz")

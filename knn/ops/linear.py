@@ -30,6 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.flop_counter import register_flop_formula
 
+from knn.ops import usage
+
 
 def _onednn_op():
     """The oneDNN linear op, or None when this torch build has none."""
@@ -94,7 +96,9 @@ class _OneDNNLinear(torch.autograd.Function):
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``F.linear(x, weight, bias)`` for x (..., K), weight (N, K); oneDNN on CPU float32."""
     if not onednn_enabled(x) or weight.dtype != x.dtype:
+        usage.record("aten_linear")
         return F.linear(x, weight, bias)
+    usage.record("onednn")
     lead = x.shape[:-1]
     y = _OneDNNLinear.apply(x.reshape(-1, x.shape[-1]), weight, bias)
     return y.view(*lead, weight.shape[0])

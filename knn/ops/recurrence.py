@@ -43,6 +43,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from knn.ops import usage
+
 ACTIVATIONS = ("identity", "tanh", "relu", "sigmoid")
 
 
@@ -324,5 +326,7 @@ def string_kernel_recurrence(
     if spec.activation not in _ACT_CODE:
         raise ValueError(f"unknown activation {spec.activation!r}; choose one of {ACTIVATIONS}")
     if proj.dtype in _FUSED_DTYPES and fused_available(proj.device.type):
+        usage.record("fused_scan")
         return _FusedRecurrence.apply(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)
+    usage.record("reference_scan")
     return string_kernel_recurrence_ref(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)

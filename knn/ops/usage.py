@@ -1,0 +1,40 @@
+"""Which implementation the dispatching ops actually ran, for a run's provenance.
+
+:func:`knn.ops.recurrence.string_kernel_recurrence` and
+:func:`knn.ops.linear.linear` each pick their implementation per call (the
+fused op or the PyTorch reference; oneDNN or ``F.linear``). A build that
+fails falls back silently apart from one warning, so every result records
+what really ran: :func:`ops_report` gives, per op, ``True`` (the fast path
+ran at least once), ``False`` (only the fallback ran) or ``None`` (the op was
+never called, e.g. an LSTM has no string-kernel scan).
+
+The tally is per process and only grows; a tool measuring one model in a
+process that ran others calls :func:`reset` first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+_calls: Counter[str] = Counter()
+
+#: op -> (its fast path, its fallback), the names passed to :func:`record`.
+OPS = {"fused_scan": ("fused_scan", "reference_scan"), "onednn": ("onednn", "aten_linear")}
+
+
+def record(path: str) -> None:
+    """Count one call of ``path`` (one of the names in :data:`OPS`)."""
+    _calls[path] += 1
+
+
+def reset() -> None:
+    """Forget every call counted so far."""
+    _calls.clear()
+
+
+def ops_report() -> dict[str, bool | None]:
+    """Per op: whether its fast path ran (``None``: the op never ran)."""
+    out: dict[str, bool | None] = {}
+    for op, (fast, fallback) in OPS.items():
+        out[op] = True if _calls[fast] else (False if _calls[fallback] else None)
+    return out

@@ -27,6 +27,13 @@ Parsing rules:
   Bytes that are not UTF-8 are kept as surrogate escapes: such a token
   matches nothing, but it does not stop the pass.
 
+Cased and uncased files: GloVe 840B is cased, GloVe 6B is lowercased. A file
+is taken as uncased when no token of its first :data:`CASE_PROBE_LINES` lines
+has an uppercase letter (:func:`detect_cased`; ``cased=`` overrides it). A task
+type is looked up as written, then, in an uncased file, lowercased, so
+"Good" finds "good"; :class:`Coverage` counts both the exact and the final
+matches.
+
 Out-of-vocabulary policy (``oov``) for task tokens without a vector, with
 fixed embeddings in mind:
 
@@ -79,6 +86,9 @@ UNK = "<unk>"
 OOV_POLICIES = ("unk", "zero", "random")
 SHARED_POLICIES = ("keep", "split")
 RANDOM_SCALE = 0.25  # Kim (2014): U(-a, a) with a chosen so variance matches word2vec's
+#: Lines read by :func:`detect_cased`: GloVe 840B has capitalised tokens within its first
+#: hundred lines, so an uncased verdict after this many is safe for real vector files.
+CASE_PROBE_LINES = 20_000
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,9 @@ class Coverage:
     total_tokens: int
     missing: tuple[str, ...]  # types without a vector, most frequent first
     distinct: int  # distinct vectors among the found types (a pruned table has fewer)
+    exact_types: int = 0  # of found_types, those found as written (the rest: lowercased)
+    exact_tokens: int = 0
+    cased: bool = True  # whether the file was read as cased (no lowercase fallback)
 
     @property
     def type_rate(self) -> float:
@@ -101,11 +114,16 @@ class Coverage:
         return self.found_tokens / max(self.total_tokens, 1)
 
     def summary(self) -> str:
-        return (
+        text = (
             f"{self.found_types}/{self.total_types} types ({100 * self.type_rate:.1f}%), "
             f"{self.found_tokens}/{self.total_tokens} tokens ({100 * self.token_rate:.1f}%) "
             f"have a vector ({self.distinct} distinct)"
         )
+        if self.cased:
+            return text + "; cased file, exact lookup"
+        exact = 100 * self.exact_tokens / max(self.total_tokens, 1)
+        return (text + f"; uncased file: {self.exact_types} types ({exact:.1f}% of tokens) "
+                "as written, the rest lowercased")
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing tensors has no single truth value
@@ -241,6 +259,22 @@ def read_vectors(
     return found
 
 
+def detect_cased(path: str | Path, member: str | None = None,
+                 lines: int = CASE_PROBE_LINES) -> bool:
+    """Whether any token among the first ``lines`` lines has an uppercase letter."""
+    try:
+        with open_text(path, member) as f:
+            for i, raw in enumerate(f):
+                if i >= lines:
+                    break
+                token = raw.split(" ", 1)[0]
+                if token != token.lower():
+                    return True
+    except (EOFError, OSError, zlib.error, zipfile.BadZipFile, UnicodeError) as err:
+        raise DataError(f"{path}: unreadable: {err}") from err
+    return False
+
+
 # --------------------------------------------------------------------------- #
 # Building the embedding table
 # --------------------------------------------------------------------------- #
@@ -270,6 +304,7 @@ def build_embeddings(
     dim: int | None = None,
     member: str | None = None,
     shared: str = "keep",
+    cased: bool | None = None,
 ) -> Embeddings:
     """Vocabulary and fixed (V, dim) float32 vectors for the task's ``tokens``.
 
@@ -277,6 +312,8 @@ def build_embeddings(
     order types by frequency). Rows: ``<pad>`` (0, zeros), ``<unk>`` (1),
     then the types with a vector, then (``oov`` "zero"/"random") those
     without. Tokens outside the task vocabulary encode as ``<unk>``.
+    ``cased``: whether the file is cased (``None``: :func:`detect_cased`); an
+    uncased file is also searched for each type's lowercase form.
     """
     if oov not in OOV_POLICIES:
         raise ValueError(f"oov must be one of {OOV_POLICIES}, got {oov!r}")
@@ -285,13 +322,18 @@ def build_embeddings(
     counts = Counter(tokens)  # insertion-ordered, so the stable sort breaks ties by first use
     # The specials keep their own rows even if the task text spells them.
     ranked = sorted((t for t in counts if t not in (PAD, UNK)), key=lambda t: -counts[t])
-    found = read_vectors(path, keep=set(ranked), dim=dim, member=member)
-    have = [t for t in ranked if t in found]
-    missing = [t for t in ranked if t not in found]
+    if cased is None:
+        cased = detect_cased(path, member)
+    keep = set(ranked) if cased else set(ranked) | {t.lower() for t in ranked}
+    found = read_vectors(path, keep=keep, dim=dim, member=member)
+    exact = {t for t in ranked if t in found}
+    lookup = {t: t if t in exact or cased else t.lower() for t in ranked}
+    have = [t for t in ranked if lookup[t] in found]
+    missing = [t for t in ranked if lookup[t] not in found]
     if not have:
         raise DataError(f"{path}: none of the {len(ranked)} task types has a vector")
-    d = len(found[have[0]])
-    found_rows = np.stack([found[t] for t in have])
+    d = len(found[lookup[have[0]]])
+    found_rows = np.stack([found[lookup[t]] for t in have])
     _, group, group_size = np.unique(found_rows, axis=0, return_inverse=True, return_counts=True)
     coverage = Coverage(
         found_types=len(have),
@@ -300,6 +342,9 @@ def build_embeddings(
         total_tokens=sum(counts[t] for t in ranked),
         missing=tuple(missing),
         distinct=len(group_size),
+        exact_types=len(exact),
+        exact_tokens=sum(counts[t] for t in exact),
+        cased=cased,
     )
     extra = missing if oov != "unk" else []
     rng = np.random.default_rng(seed)

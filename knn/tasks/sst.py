@@ -10,8 +10,10 @@ them to the shared trainer:
   (neutral dropped);
 * the token types of the three splits are looked up in a GloVe/word2vec text
   file and form a fixed embedding table (``vectors.path``; default: the data
-  mirror's spaCy stand-in for GloVe 840B), unit length by default, with the
-  configured out-of-vocabulary policy (see :mod:`knn.data.vectors`);
+  mirror's GloVe 6B 50d extract, uncased, standing in for the paper's cased
+  GloVe 840B 300d), unit length by default, with the configured
+  out-of-vocabulary policy (see :mod:`knn.data.vectors`); the model's input
+  width follows the vectors' dimension;
 * training batches are sentences of similar length (:func:`bucket_batches`),
   reshuffled every epoch from (seed, epoch), so a resumed run sees the same
   batches; evaluation batches are fixed, and masking makes their grouping
@@ -38,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from knn.data.mirror import resolve
+from knn.data.mirror import GLOVE_6B_SST, resolve
 from knn.data.sst import (
     GRANULARITIES,
     NUM_CLASSES,
@@ -57,8 +59,9 @@ from knn.tasks.base import StepResult
 
 log = logging.getLogger(__name__)
 
-#: The mirror's stand-in for GloVe 840B.300d (see the mirror's README).
-STAND_IN_VECTORS = "vectors/en_core_web_md-3.8.0.sst-vocab.300d.txt.gz"
+#: The default vectors: real GloVe (6B tokens, 50-d, uncased) cut to SST's types, standing
+#: in for the paper's GloVe 840B 300d (cased), which the mirror cannot carry.
+DEFAULT_VECTORS = GLOVE_6B_SST
 #: Trainer split name -> SST file split.
 EVAL_SPLITS = {"valid": "dev", "test": "test"}
 
@@ -73,11 +76,12 @@ class SSTDataConfig:
 class SSTVectorsConfig:
     """Word vectors: a GloVe/word2vec text file (plain, .gz or .zip), read once, cut to SST."""
 
-    path: Optional[str] = None  # None: the mirror's stand-in (sha256-checked); else a file path
+    path: Optional[str] = None  # None: DEFAULT_VECTORS (sha256-checked); else a file path
     member: Optional[str] = None  # which file of a .zip holding several
     oov: str = "unk"  # unk | zero | random (knn.data.vectors)
     normalize: bool = True  # unit L2 length, as the paper
     shared: str = "keep"  # keep | split: words sharing one vector (knn.data.vectors)
+    cased: Optional[bool] = None  # None: detected; uncased files are also searched lowercased
 
     def __post_init__(self) -> None:
         if self.oov not in OOV_POLICIES:
@@ -123,10 +127,10 @@ def load_trees(data: SSTDataConfig) -> dict[str, list]:
 
 
 def vectors_path(cfg: SSTTaskConfig) -> str:
-    """The configured vector file, or the mirror's verified stand-in."""
+    """The configured vector file, or the verified default (:data:`DEFAULT_VECTORS`)."""
     if cfg.vectors.path:
         return cfg.vectors.path
-    return str(resolve(STAND_IN_VECTORS, cfg.data.mirror, cfg.data.cache_dir))
+    return str(resolve(DEFAULT_VECTORS, cfg.data.mirror, cfg.data.cache_dir))
 
 
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -170,10 +174,10 @@ class SentimentClassification:
         v = cfg.vectors
         self.embeddings = build_embeddings(tokens, vectors_path(cfg), oov=v.oov,
                                            normalize=v.normalize, seed=self.seed, member=v.member,
-                                           shared=v.shared)
+                                           shared=v.shared, cased=v.cased)
         log.info("sst %s, %s-level train: %d / %d / %d examples; vectors %s: %s",
                  cfg.granularity, "phrase" if cfg.phrases else "sentence", len(self.train),
-                 len(evals["valid"]), len(evals["test"]), v.path or STAND_IN_VECTORS,
+                 len(evals["valid"]), len(evals["test"]), v.path or DEFAULT_VECTORS,
                  self.embeddings.coverage.summary())
         vocab = self.embeddings.vocab
         for split, examples in evals.items():

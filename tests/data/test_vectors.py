@@ -143,7 +143,7 @@ def test_shared_vectors_are_counted_and_split(tmp_path: Path):
     path = write(tmp_path / "v.txt", "good 1 1 0\nbad 1 1 0\ndog 3 4 0\n")
     tokens = ["good", "bad", "dog"]
     keep = build_embeddings(tokens, path, seed=5)
-    assert keep.coverage.distinct == 2 and keep.coverage.summary().endswith("(2 distinct)")
+    assert keep.coverage.distinct == 2 and "(2 distinct)" in keep.coverage.summary()
     good, bad, dog = (keep.vocab[w] for w in tokens)
     assert torch.equal(keep.vectors[good], keep.vectors[bad])
     split = build_embeddings(tokens, path, shared="split", seed=5)

@@ -16,7 +16,7 @@ from knn.data import mirror
 from knn.data.mirror import DataError
 from knn.data.sst import SST_FILES
 from knn.tasks.sst import (
-    STAND_IN_VECTORS,
+    DEFAULT_VECTORS,
     SentimentClassification,
     SSTDataConfig,
     SSTTaskConfig,
@@ -45,7 +45,7 @@ def fake_files(seed: int = 0) -> dict[str, str]:
     # Vectors for all but two types; "w19" and "1/2" (normalized) are out of vocabulary.
     rows = [f"{w} " + " ".join(f"{rng.uniform(-1, 1):.4f}" for _ in range(DIM))
             for w in [*WORDS[:19], "("]]
-    files[STAND_IN_VECTORS] = "\n".join(rows) + "\n"
+    files[DEFAULT_VECTORS] = "\n".join(rows) + "\n"
     return files
 
 
@@ -173,5 +173,6 @@ def test_smoke_on_the_real_mirror(tmp_path: Path, compose_cfg: Callable) -> None
     result = train(compose_cfg(args), overrides=args)
     assert 0 <= result["metrics"]["test"]["acc"] <= 100
     meta = checkpoint.load(tmp_path / "best.pt")["meta"]
-    # oov=unk: the 1.8k types without a stand-in vector share <unk>'s row.
-    assert len(meta["vocab"]) == 2 + 19_863 and meta["coverage"]["types"] == [19_863, 21_701]
+    # oov=unk: the 1.8k types without a GloVe 6B vector (even lowercased) share <unk>'s row.
+    assert len(meta["vocab"]) == 2 + 19_900 and meta["coverage"]["types"] == [19_900, 21_701]
+    assert meta["dim"] == 50  # the model's input width follows the default vectors

@@ -28,7 +28,7 @@ endif
 SST_RUN_RESULTS := $(foreach v,$(SST_VARIANTS),$(foreach s,$(SEEDS),$(SST_RUNS)/$(v)/seed$(s)/result.json))
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test bench reproduce-ptb reproduce-sst reproduce-cep report nightly
+.PHONY: help setup test bench reproduce-ptb reproduce-sst reproduce-cep report nightly peer-chemprop
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,6 +36,8 @@ help: ## list the targets
 	@echo "             SEEDS=\"0 1 2 3 4\", SST_VARIANTS=\"gated_fine ...\", SST_RUNS=<dir>, SST_TABLE=<prefix> (reproduce-sst)"
 	@echo "             CEP_VARIANTS=\"mean wl_kernel ...\", CEP_RUNS=<dir>, CEP_TABLE=<prefix>, CEP_THREADS=1 (reproduce-cep)"
 	@echo "             RESULTS=<dir>, REPORT=<dir> (report), EXPECTED=<yaml>, NIGHTLY_OUT=<dir> (nightly)"
+	@echo "             RECORD=1 (bench: write experiments/bench/layers.json, the committed measurement)"
+	@echo "             EPOCHS=<n> (not 50: result under outputs/), OUT=<dir>, THREADS=<n> (peer-chemprop)"
 
 setup: $(STAMP) ## create .venv and install the package (reinstalls only when pyproject.toml changes)
 
@@ -49,8 +51,11 @@ $(STAMP): pyproject.toml | $(PY)
 test: setup ## run the test suite
 	$(PY) -m pytest
 
-bench: setup ## benchmark the fused string-kernel op and the models
-	$(PY) -m knn.bench
+# bench: outputs/bench/layers.json; RECORD=1 writes the committed experiments/bench/layers.json.
+RECORD ?=
+
+bench: setup ## benchmark the layers and products (outputs/bench; RECORD=1: experiments/bench)
+	$(PY) -m knn.bench $(if $(RECORD),--record)
 
 reproduce-ptb: setup ## Table 1, gated 5m: train, test ppl, result.json, result row (BUDGET=<minutes>)
 	$(PY) -m knn.train experiment=ptb/gated_5m task.eval_batch_size=$(EVAL_BATCH) \
@@ -93,8 +98,8 @@ $(CEP_RUNS)/%/result.json: | $(STAMP)
 		$(if $(BUDGET),train.max_minutes=$(BUDGET)) $(if $(wildcard $(@D)/last.pt),train.resume=true) \
 		$(ARGS) hydra.run.dir=$(@D)
 
-report: setup ## Tables 1-3, Figure 2, learning curves, bench chart from RESULTS into REPORT/README.md
-	$(PY) -m knn.report --results $(RESULTS) --out $(REPORT)
+report: setup ## Tables 1-3, Figure 2, curves, bench chart into REPORT/README.md; README.md results block
+	$(PY) -m knn.report --results $(RESULTS) --out $(REPORT) --readme README.md
 
 # nightly: the checks and their bands; the run folder (default outputs/nightly/<time>).
 EXPECTED ?= experiments/expected.yaml
@@ -102,3 +107,8 @@ NIGHTLY_OUT ?= outputs/nightly/$(shell date +%Y-%m-%d_%H-%M-%S)
 
 nightly: setup ## short fixed runs + bench against experiments/expected.yaml bands; exit 1 on any failure
 	$(PY) -m knn.nightly --expected $(EXPECTED) --out $(NIGHTLY_OUT)
+
+# peer-chemprop: chemprop 2.3.1's default D-MPNN on the same CEP split, in its own
+# venv (experiments/peers/chemprop/README.md); system python3, not .venv.
+peer-chemprop: ## chemprop D-MPNN peer on CEP -> experiments/peers/chemprop/result.json (EPOCHS=, OUT=, THREADS=)
+	$(PYTHON) experiments/peers/chemprop/run.py $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(OUT),--out $(OUT)) $(if $(THREADS),--threads $(THREADS))

@@ -1,6 +1,6 @@
 """Layer benchmark: string-kernel layers against nn.LSTM / nn.GRU in one process.
 
-    python -m knn.bench [--out experiments/bench/layers.json] [--reps 30]
+    python -m knn.bench [--record | --out FILE] [--reps 30]
 
 Each case times forward + backward of one layer (median over ``reps`` after
 warm-up) next to nn.LSTM and nn.GRU of the same width and the layer's own
@@ -8,14 +8,20 @@ input-projection GEMM alone (``floor_ms``: the part no recurrence can avoid).
 A second section times the models' dense products (``LINEAR_SHAPES``) through
 aten's ``F.linear`` and through :func:`knn.ops.linear.linear`, which the
 layers use. Ratios, not absolute times, are what carry across machines.
+
+The JSON (and a Markdown table beside it) goes to ``outputs/bench/layers.json``,
+outside version control; ``--record`` writes the committed measurement,
+``experiments/bench/layers.json``, instead. Either carries the provenance of
+:func:`knn.train.provenance.provenance` (commit, command, machine, torch, ops run).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import platform
+import shlex
 import statistics
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,8 +31,13 @@ import torch
 from torch import nn
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+from knn.ops import usage
 from knn.ops.linear import linear, onednn_enabled
 from knn.ops.recurrence import fused_available
+from knn.train.provenance import provenance
+
+#: Where measurements go: scratch by default, the committed folder with ``--record``.
+SCRATCH_DIR, RECORD_DIR = Path("outputs/bench"), Path("experiments/bench")
 
 SHAPES = {"ptb": (35, 20, 355), "sst": (50, 32, 200)}  # (T, B, width)
 # Products of a PTB 5m training step (batch 32 x BPTT 35 rows): (M, K, N) of x (M, K) Wᵀ, W (N, K).
@@ -107,17 +118,16 @@ def run_linear(reps: int) -> list[dict]:
     return cases
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+def output_path(name: str, record: bool, out: str | None = None) -> Path:
+    """``out`` if given, else ``name`` in :data:`RECORD_DIR` (``record``) or :data:`SCRATCH_DIR`."""
+    if out:
+        return Path(out)
+    return (RECORD_DIR if record else SCRATCH_DIR) / name
 
 
-def run(reps: int) -> dict:
+def run(reps: int, command: str) -> dict:
+    """Every case and product, timed; with the provenance of ``command`` (its command line)."""
+    usage.reset()  # ops: what this benchmark ran, not what the process ran before
     torch.manual_seed(0)
     cases = []
     for shape_name, (T, B, width) in SHAPES.items():
@@ -147,26 +157,26 @@ def run(reps: int) -> dict:
                 f"floor {floor:6.2f}  lstm/ours {ms['lstm'] / ours:5.2f}x  ours/floor {ours / floor:5.2f}x",
                 flush=True,
             )
+    linear_cases = run_linear(reps)
     return {
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
+        **provenance(command),
         "fused": fused_available(),
         "onednn_linear": onednn_enabled(torch.ones(1)),
         "reps": reps,
         "timed": "forward+backward, median ms after 5 warm-up steps, all steps of a shape interleaved",
         "date": time.strftime("%Y-%m-%d"),
         "cases": cases,
-        "linear": run_linear(reps),
+        "linear": linear_cases,
     }
 
 
 def to_markdown(result: dict) -> str:
     """The cases as a Markdown table, with the machine they ran on."""
+    machine = result["machine"]
     lines = [
-        f"torch {result['torch_version']}, {result['threads']} threads, {result['cpu_model']}, "
-        f"fused op: {result['fused']}, {result['timed']} ({result['reps']} reps), {result['date']}",
+        f"torch {result['torch_version']}, {machine['torch_threads']} threads, {machine['cpu_model']}, "
+        f"fused op: {result['fused']}, {result['timed']} ({result['reps']} reps), {result['date']}, "
+        f"commit {result['git_commit']}",
         "",
         "| shape (T, B, width) | variant | ours ms | nn.LSTM ms | nn.GRU ms | LSTM / ours | GEMM floor ms | ours / floor |",
         "|---|---|---|---|---|---|---|---|",
@@ -199,13 +209,18 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="experiments/bench/layers.json", help="JSON; a .md table goes beside it")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--record", action="store_true",
+                       help=f"write the committed measurement, {RECORD_DIR / 'layers.json'}")
+    where.add_argument("--out", help=f"JSON; a .md table goes beside it (default: "
+                                     f"{SCRATCH_DIR / 'layers.json'})")
     parser.add_argument("--reps", type=int, default=30)
-    args = parser.parse_args()
-    result = run(args.reps)
-    out = Path(args.out)
+    args = parser.parse_args(argv)
+    result = run(args.reps, shlex.join(["python", "-m", "knn.bench", *argv]))
+    out = output_path("layers.json", args.record, args.out)
     write_atomic(out, json.dumps(result, indent=2) + "\n")
     write_atomic(out.with_suffix(".md"), to_markdown(result))
     print(f"wrote {out} and {out.with_suffix('.md')}")

@@ -17,7 +17,9 @@ outside the band fails whichever side it falls on: worse is a regression,
 suspiciously better usually a broken evaluation. A run that crashes fails too.
 
 Every run goes below ``--out`` (default ``outputs/nightly/<time>``), which
-also receives ``nightly.json`` and ``nightly.md`` (the pass/fail table). The
+also receives ``nightly.json`` (with the provenance of
+:func:`knn.train.provenance.provenance`; each run's own is in its
+``result.json``) and ``nightly.md`` (the pass/fail table). The
 exit status is 1 when any check failed. ``--record`` instead writes the
 measured values into the expectations file as the new ``expected`` (with
 today's date and this command), keeping each tolerance.
@@ -39,6 +41,7 @@ from typing import Any
 import yaml
 
 from knn.train.checkpoint import write_json
+from knn.train.provenance import provenance
 
 EXPECTED = Path(__file__).resolve().parents[1] / "experiments" / "expected.yaml"
 
@@ -199,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = run_checks(checks, out, recording=args.record)
     table = markdown(outcomes, command)
     (out / "nightly.md").write_text(table)
-    write_json({"command": command, "expected_file": str(args.expected),
+    write_json({**provenance(command), "expected_file": str(args.expected),
                 "checks": [{"name": o.check.name, "value": o.value, "expected": o.check.expected,
                             "band": o.check.band, "status": o.status, "note": o.note,
                             "seconds": o.seconds, "run_dir": o.run_dir} for o in outcomes]},

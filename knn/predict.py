@@ -11,7 +11,11 @@ Arguments are ``key=value`` pairs (split at the first ``=``, so SMILES with
 ``input``          a ``.csv`` file with a header row (SMILES in
                    ``smiles_column``); any other existing file: one SMILES a
                    line; otherwise SMILES separated by commas (SMILES never
-                   contain commas), e.g. ``input=CCO,c1ccccc1``
+                   contain commas), e.g. ``input=CCO,c1ccccc1``. A value
+                   that looks like a path but names no file is an error,
+                   not a SMILES: one ending in ``.csv``, ``.tsv``, ``.txt``
+                   or ``.smi``, or one without commas that has a ``/`` or
+                   ``\\`` and does not parse as a SMILES (``F/C=C/F`` does)
 ``output``         the predictions CSV; default: standard output
 ``smiles_column``  default: the training run's ``data.smiles_column``
 ``on_invalid``     ``error`` (default): an unparseable SMILES stops with one
@@ -45,13 +49,15 @@ import torch
 
 from knn.data.mirror import DataError
 from knn.data.molecules import ON_INVALID, collate, featurize_smiles
-from knn.featurize import MolFeaturizer
+from knn.featurize import InvalidMolecule, MolFeaturizer, parse_smiles
 from knn.tasks.molecules import build_regressor
 from knn.train import checkpoint as ckpt_io
 from knn.train.checkpoint import CheckpointError
 from knn.train.config import ConfigError
 from knn.train.loop import pick_device
 
+#: Endings that make a missing ``input=`` a mistyped file rather than SMILES.
+FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".smi")
 KEYS = ("ckpt", "input", "output", "smiles_column", "on_invalid", "batch_size", "device")
 USAGE = ("usage: python -m knn.predict ckpt=<checkpoint or run dir> input=<csv, SMILES file or "
          "SMILES,SMILES,...> [output=<csv>] [smiles_column=..] [on_invalid=error|skip] "
@@ -98,7 +104,8 @@ class Predictor:
                  labels: Sequence[str] | None = None, batch_size: int = 200
                  ) -> tuple[list[float | None], dict[int, str]]:
         """Predictions for ``smiles`` (None where invalid) and {position: reason} of the invalid ones."""
-        graphs, kept, bad = featurize_smiles(smiles, self.featurizer, on_invalid, labels)
+        graphs, kept, bad = featurize_smiles(smiles, self.featurizer, on_invalid, labels,
+                                             on_invalid_key="on_invalid")  # this command's key
         out: list[float | None] = [None] * len(smiles)
         for start in range(0, len(graphs), batch_size):
             batch = collate(graphs[start : start + batch_size]).to(self.device)
@@ -134,9 +141,36 @@ class Inputs:
     target_column: str | None
 
 
+def looks_like_path(spec: str) -> bool:
+    """Whether ``input=spec`` was meant as a file: a data file ending, or a path
+    separator in a single item that is no SMILES.
+
+    No SMILES ends in ``.csv``, ``.txt`` and the like (``v``, ``x``, ``m`` are
+    no atoms). ``/`` and ``\\`` are SMILES bond directions (``F/C=C/F``), so
+    they mark a path only in a value that does not parse as one SMILES.
+    """
+    if spec.lower().endswith(FILE_SUFFIXES):
+        return True
+    if ("/" not in spec and "\\" not in spec) or "," in spec:
+        return False
+    try:
+        parse_smiles(spec)
+    except InvalidMolecule:
+        return True
+    return False
+
+
+def check_input(spec: str) -> None:
+    """Raise :class:`DataError` (one line) when ``input=spec`` is a path to no file."""
+    path = Path(spec).expanduser()
+    if looks_like_path(spec) and not path.is_file():
+        raise DataError(f"input={spec}: " + ("not a file" if path.exists() else "no such file"))
+
+
 def read_inputs(spec: str, smiles_column: str, target_column: str | None) -> Inputs:
     """A CSV, a file of SMILES lines, or a comma-separated SMILES list (see the module doc)."""
     path = Path(spec).expanduser()
+    check_input(spec)
     if path.is_file() and path.suffix.lower() == ".csv":
         with open(path, newline="") as f:
             reader = csv.reader(f)
@@ -199,6 +233,7 @@ def _errors(preds: list[float | None], targets: list[str]) -> tuple[float, float
 
 
 def run(args: dict[str, str]) -> None:
+    check_input(args["input"])  # before the checkpoint is loaded: a typo fails at once
     predictor = Predictor.load(args["ckpt"], args.get("device", "cpu"))
     smiles_column = args.get("smiles_column") or predictor.meta.get("smiles_column", "smiles")
     inputs = read_inputs(args["input"], smiles_column, predictor.meta.get("target_column"))

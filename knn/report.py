@@ -1,7 +1,7 @@
 """The results report: the paper's Tables 1-3 and Figure 2 next to ours, with figures.
 
     python -m knn.report [--results ROOT [ROOT ...]] [--bench experiments/bench/layers.json]
-                         [--out experiments/report]
+                         [--out experiments/report] [--readme README.md]
 
 Every experiment config (``conf/experiment/<task>/<name>.yaml``) is a row of
 its table, run or not: the paper's row name, number and size come from the
@@ -9,8 +9,9 @@ config's ``paper:`` field (composed with Hydra, so inherited experiments
 resolve), never from code or from the runs. The runs come from the results
 registry (:mod:`knn.results`) under the roots (default ``experiments/results``;
 Hydra's ``outputs/`` and ``multirun/`` work too); those of one experiment with
-one label (protocol: full, budgeted, smoke; and the data or vectors
-substituted for the paper's) make one row: the best test value over their n
+one label (the protocol label each run records, derived from its config,
+see :mod:`knn.train.protocol`: full, budgeted, cut, modified, smoke; and the
+data or vectors substituted for the paper's) make one row: the best test value over their n
 seeds (the paper's "best of runs" protocol), the mean ± sample std when
 n > 1, the trained parameters, and a link to their folder. A row without a run says
 "not run" ("failed" when only failed runs exist); failed runs get their own
@@ -21,6 +22,9 @@ test perplexity per decay variant, ours next to the paper's),
 ``curves_<task>.png`` (validation metric against training time, one line per
 run, from ``metrics.jsonl``) and ``bench_ratios.png`` (the layer benchmark's
 ratios). The Markdown holds no timestamp: the same files give the same report.
+``--readme FILE`` also writes the tables' rows that have runs into FILE,
+between :data:`README_BEGIN` and :data:`README_END`, so the README's results
+are generated too.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from knn import cep_table
+from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
 from knn.results import (RESULTS_ROOT, aggregate, collect, collect_failed, fmt_metric, markdown,
                          pm, protocol, run_key)
+from knn.tasks.sst import DEFAULT_VECTORS
 from knn.train.config import CONF_DIR, experiment_names
 
 REPO = CONF_DIR.parent
@@ -43,7 +49,11 @@ BENCH = "experiments/bench/layers.json"
 REPORT = "experiments/report"
 FIG2_PNG, BENCH_PNG = "fig2_decay_variants.png", "bench_ratios.png"
 
-SST_STAND_IN = "stand-in vectors (spaCy en_core_web_md, not GloVe 840B)"
+#: How a report names the vectors an SST run used (``result["extra"]["vectors"]["file"]``).
+SST_VECTORS = {
+    GLOVE_6B_SST: "GloVe 6B 50d uncased vectors (paper: 840B 300d cased)",
+    SPACY_STAND_IN: "spaCy en_core_web_md stand-in vectors (superseded; paper: GloVe 840B 300d)",
+}
 CEP_SUBSET = "public CEP subset (29,978 molecules), not the paper's 2.3M"
 
 #: Rows in the paper's order (variant names); configs not listed follow, sorted.
@@ -103,11 +113,15 @@ def experiments() -> list[Experiment]:
     return found
 
 
-def substitution(task: str, config: dict[str, Any]) -> str | None:
-    """What a run (or config) uses in place of the paper's data or vectors; None: nothing."""
+def substitution(task: str, config: dict[str, Any], vectors: str | None = None) -> str | None:
+    """What a run (or config) uses in place of the paper's data or vectors; None: nothing.
+
+    ``vectors``: the SST vector file a run recorded using (else read from ``config``,
+    whose null path means today's default)."""
     task_cfg = config.get("task") or {}
-    if task == "sst" and not (task_cfg.get("vectors") or {}).get("path"):
-        return SST_STAND_IN
+    if task == "sst":
+        used = vectors or (task_cfg.get("vectors") or {}).get("path") or DEFAULT_VECTORS
+        return SST_VECTORS.get(used, f"vectors from {Path(used).name} (paper: GloVe 840B 300d)")
     if task == "cep":
         path = (task_cfg.get("data") or {}).get("path")
         return CEP_SUBSET if path is None else f"data from {Path(path).name}"
@@ -116,7 +130,8 @@ def substitution(task: str, config: dict[str, Any]) -> str | None:
 
 def label(run: dict[str, Any]) -> str:
     """The run's protocol and substitution, e.g. ``budgeted 5 min; public CEP subset ...``."""
-    parts = [protocol(run), substitution(run["task"], run.get("config") or {})]
+    vectors = ((run.get("extra") or {}).get("vectors") or {}).get("file")
+    parts = [protocol(run), substitution(run["task"], run.get("config") or {}, vectors)]
     return "; ".join(p for p in parts if p)
 
 
@@ -220,10 +235,11 @@ def cep_notes(runs: list[dict[str, Any]]) -> list[str]:
                            for c in order["checks"])
         lines += [f"Paper's ordering, {order['claim']}, on the best-validation run of each row: "
                   f"**{verdict}**" + (f" ({checks})" if checks else "") + ".", ""]
-    ref = cep_table.CHEMPROP
-    return lines + [f"Reference: {ref['name']}: test RMSE {ref['test_rmse']}, MAE "
-                    f"{ref['test_mae']}, {ref['params']:,} parameters.", "",
-                    cep_table.PAPER_NOTE, ""]
+    ref = cep_table.chemprop_reference()
+    if ref is not None:
+        lines += [f"Reference: {ref['name']} ({ref['origin']}, `{ref['file']}`): test RMSE "
+                  f"{ref['test_rmse']}, MAE {ref['test_mae']}, {ref['params']:,} parameters.", ""]
+    return lines + [cep_table.PAPER_NOTE, ""]
 
 
 def _pyplot() -> Any:
@@ -308,6 +324,14 @@ def curves(task: str, runs: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def bench_machine(bench: dict[str, Any]) -> str:
+    """``N threads, <CPU>`` of a benchmark file: its ``machine`` (knn.train.provenance), or
+    the flat ``threads`` / ``cpu_model`` that files written before it hold."""
+    machine = bench.get("machine") or {}
+    threads = machine.get("torch_threads", bench.get("threads"))
+    return f"{threads} threads, {machine.get('cpu_model', bench.get('cpu_model'))}"
+
+
 def bench_figure(bench: dict[str, Any], path: Path) -> None:
     """Two panels of bars per layer variant, one per benchmark shape: nn.LSTM's time over
     ours (above 1: ours is faster) and ours over its GEMM floor (1: only the GEMMs)."""
@@ -332,7 +356,7 @@ def bench_figure(bench: dict[str, Any], path: Path) -> None:
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=8)
     fig.suptitle(f"Layer forward+backward, torch {bench.get('torch_version')}, "
-                 f"{bench.get('threads')} threads, {bench.get('cpu_model')}", fontsize=10)
+                 f"{bench_machine(bench)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -343,7 +367,7 @@ def bench_markdown(bench: dict[str, Any], bench_path: Path, out: Path) -> list[s
     link = Path(os.path.relpath(bench_path.resolve(), out.resolve())).as_posix()
     lines = ["## Layer benchmark", "",
              f"From [{_shown(bench_path.resolve())}]({link}) ({bench.get('timed')}, "
-             f"{bench.get('threads')} threads, {bench.get('cpu_model')}).", "",
+             f"{bench_machine(bench)}).", "",
              "| shape (T, B, width) | variant | nn.LSTM / ours | ours / GEMM floor |",
              "|---|---|---|---|"]
     for c in bench["cases"]:
@@ -415,6 +439,34 @@ def build(roots: list[Path], bench_path: Path | None, out: Path, command: str) -
     return [readme, *written]
 
 
+#: The README's generated block lies between these two lines.
+README_BEGIN = "<!-- results: generated by `make report`; do not edit -->"
+README_END = "<!-- results: end -->"
+
+
+def headline(roots: list[Path], readme_dir: Path) -> list[str]:
+    """The report's tables cut to the rows that have runs, links relative to ``readme_dir``."""
+    runs, failed, exps = collect(*roots), collect_failed(*roots), experiments()
+    lines = []
+    for section in SECTIONS:
+        rows = [r for r in section_rows(section, exps, runs, failed) if r["group"] is not None]
+        if rows:
+            lines += [line.replace("## ", "#### ", 1) if line.startswith("## ") else line
+                      for line in table_markdown(section, rows, readme_dir)]
+    return lines or ["No runs yet.", ""]
+
+
+def update_readme(readme: Path, lines: list[str]) -> None:
+    """Replace the text between :data:`README_BEGIN` and :data:`README_END` in ``readme``."""
+    text = readme.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        raise ValueError(f"{readme}: no generated-results markers ({README_BEGIN} ... {README_END})")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    readme.write_text(head + README_BEGIN + "\n\n" + "\n".join(lines).rstrip("\n") + "\n\n"
+                      + README_END + tail)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m knn.report",
                                      description=__doc__.splitlines()[0])
@@ -423,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench", default=BENCH,
                         help=f"layer benchmark JSON of knn.bench ({BENCH}); skipped when absent")
     parser.add_argument("--out", default=REPORT, help=f"report folder ({REPORT})")
+    parser.add_argument("--readme", help="also rewrite this file's generated-results block "
+                        "(make report: README.md)")
     args = parser.parse_args(argv)
     roots, bench, out = [Path(r) for r in args.results], Path(args.bench), Path(args.out)
     missing = [str(r) for r in roots if not r.is_dir()]
@@ -437,6 +491,14 @@ def main(argv: list[str] | None = None) -> int:
                f"--out {_shown(out.resolve())}")
     for path in build(roots, bench if bench.is_file() else None, out, command):
         print(path)
+    if args.readme:
+        readme = Path(args.readme)
+        try:
+            update_readme(readme, headline(roots, readme.resolve().parent))
+        except (OSError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(readme)
     return 0
 
 

@@ -11,8 +11,9 @@ task, model, variant, seed, error, command), unless its folder also holds a
 ``--model`` and ``--variant`` keep the runs whose field matches the glob.
 
 ``--list`` prints one line per run, failed ones included: task, model,
-variant, seed, validation and test metric, protocol (full, budgeted, smoke,
-or FAILED), folder, and for a failed run its error.
+variant, seed, validation and test metric, protocol (the run's ``protocol``
+label, see :mod:`knn.train.protocol`; ``unlabelled`` when it has none; or
+FAILED), folder, and for a failed run its error.
 
 Otherwise runs with the same (task, variant) form a group, one row of a
 paper table. Per group, on the task's selection metric (``result["metric"]``):
@@ -36,7 +37,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -88,37 +88,15 @@ def _mean_std(values: list[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), std
 
 
-# Command-line overrides that change the training protocol an experiment config defines
-# (optimisation, schedule, sampling); a run with any of them is labelled with them, so that
-# it is never shown as the paper's protocol.
-PROTOCOL_KEYS = ("task.samples_per_epoch", "task.batch_size", "task.resample", "task.resample_bin",
-                 "task.resample_floor", "train.optimizer", "train.lr", "train.lr_decay",
-                 "train.lr_decay_epoch", "train.schedule", "train.clip")
+#: How a run without a ``protocol`` field (written before labels were derived) shows.
+UNLABELLED = "unlabelled"
 
 
 def protocol(run: dict[str, Any]) -> str:
-    """full / budgeted N min / cut at N steps / cut at N epochs / smoke, from what the run records,
-    followed by the protocol overrides it was given (``PROTOCOL_KEYS``) in parentheses.
-
-    "cut at N epochs": stopped by ``train.max_epochs`` set on the command line
-    below the experiment's own (the paper's) number of epochs. "modified (...)" replaces
-    "full" when the run completed its schedule, but a protocol the command line changed.
-    """
-    task_cfg = run.get("config", {}).get("task", {})
-    if task_cfg.get("limit_train_batches") or task_cfg.get("limit_eval_batches"):
-        return "smoke (limited batches)"
-    tokens = shlex.split(run.get("command", ""))
-    changed = [t for t in tokens if t.split("=", 1)[0].lstrip("+~") in PROTOCOL_KEYS]
-    epochs = [t.split("=", 1)[1] for t in tokens if t.startswith("train.max_epochs=")]
-    if run.get("budgeted"):
-        label = f"budgeted {run['budget_minutes']:g} min"
-    elif run.get("stop_reason") == "max_steps":
-        label = f"cut at {run.get('steps')} steps"
-    elif run.get("stop_reason") == "max_epochs" and epochs:
-        label = f"cut at {epochs[-1]} epochs"
-    else:
-        label = "modified" if changed else "full"
-    return f"{label} ({', '.join(changed)})" if changed else label
+    """The run's protocol label, as the trainer derived it from its config and its
+    experiment's (:mod:`knn.train.protocol`; older files: the relabelling migration
+    ``experiments/migrations/relabel_protocol.py``); :data:`UNLABELLED` when it has none."""
+    return run.get("protocol") or UNLABELLED
 
 
 def _protocol(runs: list[dict[str, Any]]) -> str:

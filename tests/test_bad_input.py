@@ -66,7 +66,7 @@ def molecules(tmp: Path, *bad: tuple[str, str]) -> Path:
 # --------------------------------------------------------------------------- #
 
 ROW20 = "row 20 (line 22)"  # 0-based data row 20 is file line 22 (after the header)
-SKIP_HINT = "; set on_invalid=skip to leave such rows out"
+SKIP_HINT = "; set data.on_invalid=skip to leave such rows out"  # the key knn.train's config has
 
 
 @pytest.mark.parametrize(("smiles", "target", "message"), [
@@ -92,6 +92,29 @@ def test_invalid_rows_skipped_are_counted(tmp_path: Path) -> None:
     assert [(r["row"], r["reason"]) for r in rows] == [
         ("20", "unparseable SMILES"), ("21", "non-finite target"), ("22", "non-finite target")]
     assert (tmp_path / "run" / "result.json").exists()
+
+
+def test_hinted_override_works(tmp_path: Path) -> None:
+    """The hint names the override as knn.train's config spells it; typed in, the run finishes."""
+    path = molecules(tmp_path, ("C1CC(", "1.0"))
+    message = one_line_error(knn_train(tmp_path, *MOL, f"data.path={path}"))
+    hint = re.search(r"; set (\S+=skip) to leave such rows out$", message)
+    assert hint, message
+    proc = knn_train(tmp_path, *MOL, f"data.path={path}", hint.group(1))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "skipped 1 invalid rows" in proc.stdout
+
+
+def test_first_invalid_row_in_file_order(tmp_path: Path) -> None:
+    """Row 10's bad SMILES is reported, not row 1003's empty target found in an earlier pass."""
+    rows = [GOOD[i % len(GOOD)] for i in range(1010)]
+    rows[10], rows[1003] = ("C1CC(", "1.0"), ("CCO", "")
+    path = tmp_path / "mols.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([("smiles", "y"), *rows])
+    proc = knn_train(tmp_path, *MOL, f"data.path={path}")
+    assert one_line_error(proc) == (f"{path}: row 10 (column 'smiles'): unparseable SMILES "
+                                    f"'C1CC('{SKIP_HINT}")
 
 
 def test_missing_column(tmp_path: Path) -> None:

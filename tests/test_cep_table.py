@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from knn.cep_table import main, ordering, table, versus_chemprop
+import pytest
+
+from knn import cep_table
+from knn.cep_table import chemprop_reference, main, ordering, table, versus_chemprop
 
 
 def result(variant: str, valid: float, test: float, seed: int = 0, **extra) -> dict:
@@ -29,7 +32,8 @@ def write(root: Path, name: str, r: dict) -> None:
     (root / name / "result.json").write_text(json.dumps(r))
 
 
-def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path) -> None:
+def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     runs = [result("gated_wln", 0.50, 0.51), result("wln", 0.52, 0.53), result("elbp", 0.6, 0.61),
             result("nfp", 0.7, 0.71), result("mean", 2.5, 2.57, fitted_parameters=1),
             result("wl_kernel", 1.5, 1.58, fitted_parameters=46_255),
@@ -37,6 +41,12 @@ def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path) -> Non
     for i, r in enumerate(runs):
         write(tmp_path, f"run{i}", r)
     write(tmp_path, "sst", {**result("wln", 0.1, 0.1), "task": "sst"})  # not a CEP run: ignored
+    peers = tmp_path / "peers"
+    peers.mkdir()
+    (peers / "reported.json").write_text(json.dumps(
+        {"name": "chemprop test", "test_rmse": 0.925, "test_mae": 0.401, "params": 318_000,
+         "molecules_per_second": 730}))
+    monkeypatch.setattr(cep_table, "PEER_DIR", peers)
     assert main([str(tmp_path), "--out", str(tmp_path / "out" / "table3")]) == 0
     data = json.loads((tmp_path / "out" / "table3.json").read_text())
     rows = data["rows"]
@@ -59,8 +69,27 @@ def test_ordering_reports_failures_and_missing_rows() -> None:
     order = ordering(rows)
     assert not order["complete"] and not order["holds"]
     assert order["checks"] == [{"pair": "gated_wln ≤ wln", "holds": False, "values": [0.7, 0.6]}]
-    assert versus_chemprop(table([result("nfp", 0.5, 0.5)])) is None
-    assert versus_chemprop(rows)["holds"] is False  # 700 molecules/s < 730
+    ref = {"test_rmse": 0.925, "molecules_per_second": 730}
+    assert versus_chemprop(table([result("nfp", 0.5, 0.5)]), ref) is None
+    assert versus_chemprop(rows, None) is None  # no reference file: nothing to judge
+    assert versus_chemprop(rows, ref)["holds"] is False  # 700 molecules/s < 730
+
+
+def test_chemprop_reference_prefers_the_peer_run(tmp_path: Path) -> None:
+    """The measured peer run (result.json) replaces the reported numbers; none: None."""
+    assert chemprop_reference(tmp_path) is None
+    (tmp_path / "reported.json").write_text(json.dumps({"test_rmse": 0.93, "params": 1}))
+    assert chemprop_reference(tmp_path)["origin"].startswith("reported")
+    (tmp_path / "result.json").write_text(json.dumps({"test_rmse": 0.91, "params": 1,
+                                                      "chemprop_version": "2.3.1"}))
+    ref = chemprop_reference(tmp_path)
+    assert (ref["test_rmse"], ref["origin"]) == (0.91, "measured by make peer-chemprop")
+    assert ref["name"] == "chemprop 2.3.1 default D-MPNN"
+
+
+def test_committed_reference_file_is_read() -> None:
+    ref = chemprop_reference()
+    assert ref is not None and ref["params"] == 318_301 and ref["test_rmse"] < 1
 
 
 def test_no_runs_is_an_error(tmp_path: Path, capsys) -> None:

@@ -6,12 +6,13 @@ import csv
 import json
 import math
 import random
+import re
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from knn.predict import main
+from knn.predict import looks_like_path, main
 from knn.train import train
 
 SMILES = ["C", "CC", "CCO", "CCN", "CC=O", "c1ccccc1", "c1ccncc1", "c1ccoc1", "c1ccsc1",
@@ -112,3 +113,38 @@ def test_missing_smiles_column(trained, data_csv: Path, capsys) -> None:
     run_dir = trained("wln")
     assert main([f"ckpt={run_dir}", f"input={data_csv}", "smiles_column=smiles"]) == 1
     assert "no column 'smiles'; columns present: mol, logS" in capsys.readouterr().err
+
+
+def test_hinted_override_works(trained, capsys) -> None:
+    """The invalid-SMILES error names this command's own key; typing it in makes the run pass."""
+    run_dir = trained("wln")
+    argv = [f"ckpt={run_dir}", "input=CCO,C1CC(,CC"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    hint = re.search(r"; set (\S+=skip) to leave such rows out$", err.strip())
+    assert hint and hint.group(1) == "on_invalid=skip", err
+    assert main([*argv, hint.group(1)]) == 0
+
+
+@pytest.mark.parametrize("spec", ["/tmp/x/tset.csv", "tset.csv", "data/smiles", "mols.SMI",
+                                  "~/no/such/list.txt"])
+@pytest.mark.parametrize("on_invalid", ["error", "skip"])
+def test_mistyped_input_path_is_no_such_file(tmp_path: Path, capsys, spec: str,
+                                              on_invalid: str) -> None:
+    """A path to no file is one line and status 1, not a SMILES (nor, with skip, an empty row);
+    it is caught before the checkpoint is read."""
+    argv = [f"ckpt={tmp_path / 'no.pt'}", f"input={spec}", f"on_invalid={on_invalid}"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"error: input={spec}: no such file\n"
+
+
+@pytest.mark.parametrize(("spec", "path_like"), [
+    ("/tmp/x/tset.csv", True), ("a.tsv", True), ("x.txt", True), ("dir/file", True),
+    ("F/C=C/F", False), ("C/C=C\\C", False), ("CCO,c1ccccc1", False), ("CCO", False),
+    ("CCO.C", False), ("F/C=C/F,CC", False),
+])
+def test_looks_like_path(spec: str, path_like: bool) -> None:
+    """Stereo bonds (``/``, ``\\``) keep a SMILES a SMILES; file endings and non-SMILES paths do not."""
+    assert looks_like_path(spec) is path_like

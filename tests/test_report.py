@@ -23,6 +23,7 @@ def run_result(task: str, variant: str, seed: int, valid: float, test: float, **
             "metrics": {"valid": {metric: valid, **more}, "test": {metric: test, **more}},
             "best_epoch": 1, "epochs": 2, "steps": 20, "stop_reason": "patience",
             "wall_seconds": 90.0, "device": "cpu", "budgeted": False, "budget_minutes": None,
+            "protocol": "full",  # the trainer's derived label (knn.train.protocol)
             "command": f"python -m knn.train experiment={task}/{variant} seed={seed}",
             "paper": {"table": "Table 1", "value": 999.9},  # stale: the report must not use it
             "config": {"task": {}}, **extra}
@@ -44,7 +45,8 @@ def fake_results(root: Path) -> None:
     write_run(root, run_result("ptb", "gated_5m", 0, 80.0, 78.0), epochs=[120.0, 80.0])
     write_run(root, run_result("ptb", "gated_5m", 1, 79.0, 76.0), epochs=[110.0, 79.0])
     write_run(root, run_result("ptb", "fig2_const", 0, 90.0, 88.5, budgeted=True,
-                               budget_minutes=30.0, stop_reason="max_minutes"),
+                               budget_minutes=30.0, stop_reason="max_minutes",
+                               protocol="budgeted 30 min"),
               epochs=[130.0, 90.0])
     write_run(root, run_result("ptb", "my_variant", 0, 99.0, 98.0, paper=None))  # no config
     write_run(root, run_result("sst", "gated_fine", 0, 50.0, 49.5))  # no metrics.jsonl
@@ -120,9 +122,9 @@ def test_protocol_labels_and_substitutions(built: tuple[Path, str]) -> None:
     assert fig2[2:4] == ["84.3", "88.50"] and fig2[8] == "budgeted 30 min"
     sst = cells(table_row(md, "sst/gated_fine", "Table 2"))
     assert sst[0] == "Kernel NN, gated λ (fine)" and sst[2] == "53.2 (best of 5 runs)"
-    assert sst[8] == f"full; {report.SST_STAND_IN}"
+    assert sst[8] == f"full; {report.SST_VECTORS[report.GLOVE_6B_SST]}"
     unrun_sst = cells(table_row(md, "sst/gated_binary", "Table 2"))
-    assert unrun_sst[3] == "not run" and unrun_sst[8] == report.SST_STAND_IN
+    assert unrun_sst[3] == "not run" and unrun_sst[8] == report.SST_VECTORS[report.GLOVE_6B_SST]
     cep = cells(table_row(md, "cep/wl_kernel", "Table 3"))
     assert cep[2:4] == ["0.204", "1.6000"] and cep[6] == "46,255"  # closed form: fitted size
     assert cep[8] == f"full; {report.CEP_SUBSET}"
@@ -164,3 +166,16 @@ def test_figures_are_png_files(built: tuple[Path, str]) -> None:
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert report.main(["--results", str(tmp_path / "nowhere")]) == 1
     assert "no such folder" in capsys.readouterr().err
+
+
+def test_readme_block_is_rewritten_between_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# t\n\n{report.README_BEGIN}\nold numbers\n{report.README_END}\n\nafter\n")
+    report.update_readme(readme, ["| a | b |", "", "x"])
+    text = readme.read_text()
+    assert "old numbers" not in text and "| a | b |" in text and text.endswith("\n\nafter\n")
+    report.update_readme(readme, ["y"])  # idempotent shape: markers kept
+    assert text.count(report.README_BEGIN) == 1 and "x" not in readme.read_text()
+    (tmp_path / "bare.md").write_text("no markers\n")
+    with pytest.raises(ValueError, match="no generated-results markers"):
+        report.update_readme(tmp_path / "bare.md", ["y"])

@@ -17,6 +17,7 @@ def result(task: str, variant: str, seed: int, valid: float, test: float, **extr
             "metrics": {"valid": {metric: valid}, "test": {metric: test}},
             "wall_seconds": 60.0 * (seed + 1), "epochs": 3, "stop_reason": "patience",
             "budgeted": False, "device": "cpu", "command": f"python -m knn.train seed={seed}",
+            "protocol": "full",
             "paper": {"value": 53.2}, "config": {"task": {}}, **extra}
 
 
@@ -51,7 +52,8 @@ def test_aggregate_selects_on_valid_and_reports_best_test_and_spread(tmp_path: P
 
 def test_lower_is_better_metrics_and_groups(tmp_path: Path) -> None:
     runs = [result("ptb", "gated_5m", 0, 80.0, 78.0), result("ptb", "gated_5m", 1, 79.0, 77.5,
-                                                               budgeted=True, budget_minutes=30),
+                                                               budgeted=True, budget_minutes=30,
+                                                               protocol="budgeted 30 min"),
             result("sst", "gated_binary", 0, 90.0, 89.0)]
     rows = {g["variant"]: g for g in aggregate(runs_with_dirs(runs))}
     ptb = rows["gated_5m"]
@@ -116,7 +118,8 @@ def test_select_matches_globs_on_task_model_and_variant() -> None:
 
 def test_listing_one_aligned_line_per_run_failed_included(tmp_path: Path) -> None:
     root = write_runs(tmp_path, [SST_RUNS[0], result("ptb", "gated_5m", 0, 80.0, 78.5,
-                                                     budgeted=True, budget_minutes=30.0)])
+                                                     budgeted=True, budget_minutes=30.0,
+                                                     protocol="budgeted 30 min")])
     write_failed(root / "const_fine" / "run9", "const_fine", 9)
     header, *lines = listing(collect(root) + collect_failed(root))
     assert header.split() == ["task", "model", "variant", "seed", "valid", "test", "protocol",
@@ -161,23 +164,75 @@ def test_cli_default_root_is_experiments_results(tmp_path: Path, monkeypatch: py
     assert capsys.readouterr().out.splitlines()[1].endswith("experiments/results/gated_fine/run0")
 
 
-@pytest.mark.parametrize(("extra", "label"), [
-    ({}, "full"),
-    ({"stop_reason": "max_epochs", "command": "python -m knn.train train.max_epochs=3"},
-     "cut at 3 epochs"),
-    ({"stop_reason": "patience", "command": "python -m knn.train train.max_epochs=3"}, "full"),
-    ({"stop_reason": "max_steps", "steps": 200}, "cut at 200 steps"),
-    ({"budgeted": True, "budget_minutes": 30.0}, "budgeted 30 min"),
-    ({"budgeted": True, "budget_minutes": 5, "config": {"task": {"limit_train_batches": 3}}},
-     "smoke (limited batches)"),
-    ({"stop_reason": "max_epochs", "command": "python -m knn.train task.samples_per_epoch=24000"},
-     "modified (task.samples_per_epoch=24000)"),
-    ({"budgeted": True, "budget_minutes": 30.0, "command": "python -m knn.train train.lr=0.5"},
-     "budgeted 30 min (train.lr=0.5)"),
-    ({"stop_reason": "max_epochs", "command": "python -m knn.train seed=3 task.eval_batch_size=10"},
-     "full"),
-])
-def test_protocol_labels(extra: dict, label: str) -> None:
-    from knn.results import protocol
+def test_protocol_is_the_recorded_label_or_unlabelled() -> None:
+    """The registry shows the label the trainer derived (knn.train.protocol); it no longer
+    reads the command line, so a file without the field says so instead of "full"."""
+    from knn.results import UNLABELLED, protocol
 
-    assert protocol(result("sst", "gated_fine", 0, 50.0, 50.0, **extra)) == label
+    labelled = result("ptb", "gated_5m", 0, 80.0, 78.0, budgeted=True, budget_minutes=30.0,
+                      protocol="budgeted 30 min; modified (task.eval_batch_size=10)",
+                      command="python -m knn.train train.max_minutes=30 task.eval_batch_size=10")
+    assert protocol(labelled) == "budgeted 30 min; modified (task.eval_batch_size=10)"
+    old = {k: v for k, v in labelled.items() if k != "protocol"}
+    assert protocol(old) == UNLABELLED == "unlabelled"
+    [g] = aggregate(runs_with_dirs([old, result("ptb", "gated_5m", 1, 79.0, 77.0)]))
+    assert g["protocol"] == "full, unlabelled"
+
+
+# --------------------------------------------------------------------------
+# experiments/migrations/relabel_protocol.py on copies of committed files
+
+REPO = Path(__file__).resolve().parents[1]
+MIGRATION = REPO / "experiments" / "migrations" / "relabel_protocol.py"
+#: Committed files (copied, never touched) and the label each must get; None: not a result.
+COPIED = {
+    "results/ptb/full/gated_5m/result.json": "full",
+    "results/ptb/equal_budget_30min/fig2_cnn/result.json":
+        "budgeted 30 min; modified (task.eval_batch_size=10)",
+    "results/cep/schedule_24k/wln/result.json": "modified (task.samples_per_epoch=24000)",
+    "studies/cep/resample_off/wln/result.json":
+        "modified (task.samples_per_epoch=24000, task.resample=false)",
+    "studies/sst/spacy_stand_in_3ep/gated_fine/seed0/result.json": "cut at 3 epochs",
+    "bench/layers.json": None,
+    "bench/ptb_throughput.json": None,
+    "nightly/2026-11-26.json": None,
+    "results/ptb/equal_budget_30min/table.json": None,
+}
+PROVENANCE = ("git_commit", "command", "machine", "torch_version", "ops")
+MIGRATION_KEYS = {"protocol", "experiment", "provenance_note", *PROVENANCE}
+
+
+def load_migration():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("relabel_protocol", MIGRATION)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_migration_relabels_and_adds_provenance_keeping_every_other_field(tmp_path: Path) -> None:
+    migration = load_migration()
+    for name in COPIED:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((REPO / "experiments" / name).read_bytes())
+    originals = {name: json.loads((tmp_path / name).read_text()) for name in COPIED}
+    assert migration.main([str(tmp_path)]) == 0
+    for name, label in COPIED.items():
+        before, after = originals[name], json.loads((tmp_path / name).read_text())
+        if name.endswith("table.json"):  # not a file the migration knows: untouched
+            assert after == before
+            continue
+        # Nothing but the migration's keys changes; metrics, configs and timings stay.
+        assert {k: v for k, v in after.items() if k not in MIGRATION_KEYS} == \
+            {k: v for k, v in before.items() if k not in MIGRATION_KEYS}, name
+        for key in PROVENANCE:  # present; a value the file had is kept, a missing one is null
+            assert after[key] == before.get(key), (name, key)
+        if any(key not in before for key in PROVENANCE):
+            assert "not recorded at the time" in after["provenance_note"]
+        if label is not None:
+            assert after["protocol"] == label, name
+            assert after["experiment"] == migration.experiment_of_command(before["command"])
+    snapshot = {name: (tmp_path / name).read_bytes() for name in COPIED}
+    assert migration.main([str(tmp_path)]) == 0  # a second run changes nothing
+    assert {name: (tmp_path / name).read_bytes() for name in COPIED} == snapshot

@@ -92,6 +92,7 @@ _CEP_URL = (
 GLOVE_840B_URL = "https://nlp.stanford.edu/data/glove.840B.300d.zip"
 GLOVE_6B_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 GLOVE_6B_SST = "vectors/glove.6B.50d.sst-vocab.txt.gz"
+SPACY_STAND_IN = "vectors/en_core_web_md-3.8.0.sst-vocab.300d.txt.gz"  # superseded by GloVe 6B
 SST_TREES = ("sst/trees/train.txt", "sst/trees/dev.txt", "sst/trees/test.txt")
 
 #: Files whose bytes a rebuild cannot reproduce (a gzip header carries a time stamp)
@@ -108,7 +109,7 @@ SOURCES: Mapping[str, Source] = {
     "sst/trees/train.txt": Source(url=_SST_ZIP, member="trees/train.txt"),
     "sst/trees/dev.txt": Source(url=_SST_ZIP, member="trees/dev.txt"),
     "sst/trees/test.txt": Source(url=_SST_ZIP, member="trees/test.txt"),
-    "vectors/en_core_web_md-3.8.0.sst-vocab.300d.txt.gz": Source(
+    SPACY_STAND_IN: Source(
         note=(
             "has no public URL: it is a project-made extract of spaCy en_core_web_md 3.8.0 "
             "standing in for GloVe 840B.300d, so it only comes from a data mirror "

@@ -14,10 +14,12 @@ line r + 2 when no field spans lines), the numbering of the split files.
 Invalid rows: an empty, non-numeric or non-finite target (checked by
 :func:`load_molecule_csv`) or a SMILES that RDKit cannot parse or that has no
 atoms (checked by :func:`featurize_table`). With ``on_invalid="error"`` (the
-default) the first one raises :class:`DataError` with a one-line message
-naming the row and the value; with ``"skip"`` such rows are left out and
-listed in ``exclusions`` (row, smiles, target, reason), which
-:func:`write_exclusions` saves as a CSV beside a run's outputs.
+default) the first one in file order, whatever its kind, raises
+:class:`InvalidRowError` with a one-line message naming the row and the value
+and ending with the override that skips such rows (its key is the caller's:
+``on_invalid_key``); with ``"skip"`` such rows are left out and listed in
+``exclusions`` (row, smiles, target, reason), which :func:`write_exclusions`
+saves as a CSV beside a run's outputs.
 
 The featurized graphs are cached at ``<cache_dir>/molecules/graphs-<key>.pt``
 where the key hashes the CSV's sha256, the two column names, the invalid-row
@@ -50,7 +52,27 @@ log = logging.getLogger(__name__)
 ON_INVALID = ("error", "skip")
 CACHE_FORMAT = 1
 EXCLUSION_COLUMNS = ("row", "smiles", "target", "reason")
-SKIP_HINT = "set on_invalid=skip to leave such rows out"
+
+
+def skip_hint(key: str = "on_invalid") -> str:
+    """The end of an invalid-row message: the override, as the caller's command spells it."""
+    return f"set {key}=skip to leave such rows out"
+
+
+class InvalidRowError(DataError):
+    """An invalid row under ``on_invalid="error"``: ``detail`` names it, ``key`` is the setting
+    that skips such rows in the command that failed (the message ends with :func:`skip_hint`)."""
+
+    def __init__(self, detail: str, key: str = "on_invalid") -> None:
+        self.detail, self.key = detail, key
+        super().__init__(f"{detail}; {skip_hint(key)}")
+
+    def with_key(self, key: str) -> "InvalidRowError":
+        """The same error, its hint naming ``key`` (e.g. the key as the user's config spells it)."""
+        return InvalidRowError(self.detail, key)
+
+    def __reduce__(self) -> tuple:  # pickles (across processes) with its key intact
+        return InvalidRowError, (self.detail, self.key)
 
 
 @dataclass(frozen=True)
@@ -108,18 +130,37 @@ def _parse_target(text: str) -> tuple[float | None, str]:
     return value, ""
 
 
+def _first_bad_smiles(smiles: Sequence[str], rows: Sequence[int]) -> tuple[int, str, str] | None:
+    """(row, SMILES, reason) of the first SMILES RDKit cannot parse, or ``None``."""
+    for row, s in zip(rows, smiles):
+        try:
+            parse_smiles(s)
+        except InvalidMolecule as err:
+            return row, s, str(err)
+    return None
+
+
+def _smiles_detail(path: Path, row: int, smiles_column: str, reason: str, smiles: str) -> str:
+    """How an invalid SMILES is named: file, row, column, reason, value."""
+    return f"{path}: row {row} (column {smiles_column!r}): {reason} {smiles!r}"
+
+
 def load_molecule_csv(
     path: str | Path,
     smiles_column: str = "smiles",
     target_column: str = "PCE",
     on_invalid: str = "error",
+    on_invalid_key: str = "on_invalid",
 ) -> MoleculeTable:
     """Read ``smiles_column`` and ``target_column`` of a CSV with a header row.
 
     Raises :class:`DataError` (one line) for a missing file or column, and,
-    with ``on_invalid="error"``, for the first row whose target is empty,
-    non-numeric or non-finite. SMILES are checked later, when parsed by
-    :func:`featurize_table`.
+    with ``on_invalid="error"``, :class:`InvalidRowError` for the first row
+    whose target is empty, non-numeric or non-finite, unless an earlier row
+    has an invalid SMILES: then for that row, so that the error names the
+    first invalid row in file order. (Only then are SMILES parsed here; on
+    success they are checked by :func:`featurize_table`.) ``on_invalid_key``
+    is the setting the hint names.
     """
     _check_on_invalid(on_invalid)
     path = Path(path)
@@ -144,10 +185,13 @@ def load_molecule_csv(
             value, reason = _parse_target(t) if len(record) >= width else (None, "missing fields")
             if value is None:
                 if on_invalid == "error":
-                    raise DataError(
-                        f"{path}: row {row} (line {reader.line_num}): {reason} {t!r} in column "
-                        f"{target_column!r}; {SKIP_HINT}"
-                    )
+                    if bad := _first_bad_smiles(smiles, rows):
+                        b_row, b_smiles, b_reason = bad
+                        detail = _smiles_detail(path, b_row, smiles_column, b_reason, b_smiles)
+                    else:
+                        detail = (f"{path}: row {row} (line {reader.line_num}): {reason} {t!r} "
+                                  f"in column {target_column!r}")
+                    raise InvalidRowError(detail, on_invalid_key)
                 exclusions.append(Exclusion(row, s, t, reason))
                 continue
             smiles.append(s)
@@ -255,11 +299,12 @@ def featurize_smiles(
     featurizer: MolFeaturizer,
     on_invalid: str = "error",
     labels: Sequence[str] | None = None,
+    on_invalid_key: str = "on_invalid",
 ) -> tuple[list[MolGraph], list[int], list[tuple[int, str]]]:
     """Graphs of the valid SMILES, their positions in ``smiles``, and (position, reason) of the rest.
 
-    With ``on_invalid="error"`` the first invalid SMILES raises :class:`DataError`
-    naming it by ``labels[i]`` (default ``"item i"``).
+    With ``on_invalid="error"`` the first invalid SMILES raises :class:`InvalidRowError`
+    naming it by ``labels[i]`` (default ``"item i"``) and hinting ``on_invalid_key=skip``.
     """
     _check_on_invalid(on_invalid)
     graphs, kept, bad = [], [], []
@@ -269,7 +314,7 @@ def featurize_smiles(
         except InvalidMolecule as err:
             if on_invalid == "error":
                 label = labels[i] if labels is not None else f"item {i}"
-                raise DataError(f"{label}: {err} {s!r}; {SKIP_HINT}") from None
+                raise InvalidRowError(f"{label}: {err} {s!r}", on_invalid_key) from None
             bad.append((i, str(err)))
             continue
         kept.append(i)
@@ -357,18 +402,21 @@ def featurize_table(
     featurizer: MolFeaturizer,
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
+    on_invalid_key: str = "on_invalid",
 ) -> MoleculeDataset:
     """Parse and featurize every SMILES of ``table``, through the on-disk cache.
 
-    Unparseable SMILES follow ``table.on_invalid``. ``cache_dir`` defaults to
-    the data cache of :func:`knn.data.mirror.default_cache_dir`.
+    Unparseable SMILES follow ``table.on_invalid`` (the error's hint names
+    ``on_invalid_key``). ``cache_dir`` defaults to the data cache of
+    :func:`knn.data.mirror.default_cache_dir`.
     """
     key = _cache_key(table, featurizer)
     cache_file = default_cache_dir(cache_dir) / "molecules" / f"graphs-{key[:16]}.pt"
     blob = _load_cache(cache_file, key) if use_cache else None
     if blob is None:
         labels = _RowLabels(table)
-        graphs, kept, bad = featurize_smiles(table.smiles, featurizer, table.on_invalid, labels)
+        graphs, kept, bad = featurize_smiles(table.smiles, featurizer, table.on_invalid, labels,
+                                             on_invalid_key)
         blob = {"key": key, "kept": torch.tensor(kept, dtype=torch.int64), **_pack(graphs)}
         blob["bad_items"] = [i for i, _ in bad]
         blob["bad_reasons"] = [r for _, r in bad]

@@ -114,14 +114,33 @@ def load_ptb(
     mirror: str | Path | None = None,
     cache_dir: str | Path | None = None,
     download: bool = True,
+    data_dir: str | Path | None = None,
 ) -> PTBCorpus:
     """Load PTB from a verified mirror/cache/download (see :func:`knn.data.mirror.resolve`).
+
+    With ``data_dir``, read ``ptb.train.txt``, ``ptb.valid.txt`` and
+    ``ptb.test.txt`` from that folder instead: any text in the Mikolov PTB
+    format (your own corpus, the tests' fixture), taken as it is, without a
+    checksum; a warning names the folder and the files' sha256. ``mirror``
+    and ``download`` are then unused.
 
     The encoded ids are cached under ``<cache_dir>/ptb/`` keyed by the three
     files' sha256, so later runs skip tokenising.
     """
-    paths = {s: resolve(PTB_FILES[s], mirror, cache_dir, download) for s in SPLITS}
-    key = _cache_key([data_mirror.CHECKSUMS[PTB_FILES[s]] for s in SPLITS])
+    if data_dir is not None and str(data_dir) != "":
+        folder = Path(data_dir).expanduser()
+        paths = {s: folder / Path(PTB_FILES[s]).name for s in SPLITS}
+        missing = [str(p) for p in paths.values() if not p.is_file()]
+        if missing:
+            raise DataError(f"PTB-format data folder {folder} lacks {', '.join(missing)} "
+                            f"(task.data.dir needs ptb.train.txt, ptb.valid.txt, ptb.test.txt)")
+        shas = [data_mirror.sha256_file(paths[s]) for s in SPLITS]
+        log.warning("PTB-format files from %s, not checksum-verified (sha256 train %s, valid %s, "
+                    "test %s)", folder, *(sha[:12] for sha in shas))
+    else:
+        paths = {s: resolve(PTB_FILES[s], mirror, cache_dir, download) for s in SPLITS}
+        shas = [data_mirror.CHECKSUMS[PTB_FILES[s]] for s in SPLITS]
+    key = _cache_key(shas)
     cache_file = default_cache_dir(cache_dir) / "ptb" / f"ptb-ids-{key[:16]}.pt"
     corpus = _load_cached(cache_file, key)
     if corpus is None:

@@ -262,16 +262,17 @@ def read_vectors(
 def detect_cased(path: str | Path, member: str | None = None,
                  lines: int = CASE_PROBE_LINES) -> bool:
     """Whether any token among the first ``lines`` lines has an uppercase letter."""
+    lineno = 0
     try:
         with open_text(path, member) as f:
-            for i, raw in enumerate(f):
-                if i >= lines:
+            for lineno, raw in enumerate(f, start=1):
+                if lineno > lines:
                     break
                 token = raw.split(" ", 1)[0]
                 if token != token.lower():
                     return True
     except (EOFError, OSError, zlib.error, zipfile.BadZipFile, UnicodeError) as err:
-        raise DataError(f"{path}: unreadable: {err}") from err
+        raise DataError(f"{path}: unreadable after line {lineno}: {err}") from err
     return False
 
 

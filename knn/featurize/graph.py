@@ -3,8 +3,23 @@
 :class:`MolGraph` is one graph (a molecule, or any small undirected graph in
 tests). :class:`BatchMolGraph` is a list of them joined into one disjoint
 graph, with padded neighbour lists so that every sum over neighbours or over
-a graph's atoms is a gather followed by a sum over a fixed axis: no
-scatter-add, so results do not depend on thread scheduling (CPU or GPU).
+a graph's atoms is a gather followed by a sum over a fixed axis.
+
+Determinism. The forward pass of such a sum has a fixed order; its backward
+pass is where the order used to depend on thread scheduling. The gradient of a
+gather ``x[index]`` is a scatter-add into ``x``'s rows. For advanced indexing
+that is ``index_put_(..., accumulate=True)``, which on CPU with several
+threads adds with atomic operations in whatever order the threads run
+(PyTorch lists it among the nondeterministic ops): same-seed runs differed in
+the last bits within the first epoch and visibly at the end (issue #22: test
+RMSE 0.689 / 0.663 / 0.671 over three runs of one command). The gathers here
+(:func:`gather_rows`) use ``index_select`` instead, whose gradient is
+``index_add_``: on CPU it adds the rows serially, in index order, whatever the
+thread count (PyTorch lists ``index_add_`` as nondeterministic on CUDA only).
+So on CPU the gradients, and a whole same-seed run with the same thread
+count, are bit-identical (tests/featurize/test_graph.py, tests/test_same_seed.py).
+On a GPU both scatter-adds use atomics; bit-identical GPU runs need
+``train.deterministic=true`` (:func:`knn.train.rng.set_deterministic`).
 
 A picture of the padded neighbour lists for ethanol (C0-C1-O2, bonds b0 =
 C0-C1, b1 = C1-O2) batched after water (O0; no bonds), so V = 4, E = 2, D = 2::
@@ -25,6 +40,23 @@ from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
+
+
+def _pad(x: Tensor) -> Tensor:
+    """Append one zero row, the target of every padding index."""
+    return torch.cat([x, x.new_zeros((1,) + x.shape[1:])])
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x[index]`` with zeros where ``index == len(x)`` (padding): (n, ...) -> (*index.shape, ...).
+
+    Forward y[p] = x[index[p]]; backward dx[r] = Σ_{p: index[p] = r} dy[p],
+    summed serially in the order of p on CPU (``index_select``'s gradient,
+    ``index_add_``; module docstring), so bit-identical from run to run
+    whatever the thread count.
+    """
+    rows = _pad(x).index_select(0, index.reshape(-1))  # (P, ...), P = index.numel()
+    return rows.view(index.shape + x.shape[1:])
 
 
 @dataclass
@@ -165,15 +197,15 @@ class BatchMolGraph:
     @staticmethod
     def _pad(x: Tensor) -> Tensor:
         """Append one zero row, the target of every padding index."""
-        return torch.cat([x, x.new_zeros((1,) + x.shape[1:])])
+        return _pad(x)
 
     def gather_atoms(self, x: Tensor) -> Tensor:
         """x: (V, ...) per-atom values -> (V, D, ...) at each atom's neighbours; 0 at padding."""
-        return self._pad(x)[self.atom_nbrs]
+        return gather_rows(x, self.atom_nbrs)
 
     def gather_bonds(self, e: Tensor) -> Tensor:
         """e: (E, ...) per-bond values -> (V, D, ...) at each atom's bonds; 0 at padding."""
-        return self._pad(e)[self.bond_nbrs]
+        return gather_rows(e, self.bond_nbrs)
 
     def sum_neighbors(self, x: Tensor) -> Tensor:
         """Σ_{u∈N(v)} x[u]: (V, d) -> (V, d)."""
@@ -181,4 +213,4 @@ class BatchMolGraph:
 
     def sum_atoms(self, x: Tensor) -> Tensor:
         """Σ_{v∈G} x[v] per graph: (V, d) -> (G, d)."""
-        return self._pad(x)[self.graph_atoms].sum(1)
+        return gather_rows(x, self.graph_atoms).sum(1)

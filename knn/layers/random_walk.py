@@ -28,7 +28,8 @@ Theorem 3: with constant λ, identity σ, ⊙ and no bond features,
 
 Shapes: f (V, d_in) atom inputs, e (E, bond_dim) bond inputs, c_j (V, d),
 h_G (G, d); neighbour sums go through the padded lists of
-:class:`~knn.featurize.graph.BatchMolGraph` (deterministic).
+:class:`~knn.featurize.graph.BatchMolGraph` (fixed summation order; on CPU
+gradients included).
 """
 from __future__ import annotations
 

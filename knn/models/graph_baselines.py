@@ -10,7 +10,9 @@ The neural baselines follow the authors' re-implementations
 (``graph_knn/neuralfp`` and ``graph_knn/loopybp`` in taolei87/icml17_knn),
 whose sizes give Table 3's 0.26m parameters; the equations are in each
 class. All neighbour sums are gathers over the padded lists of
-:class:`~knn.featurize.graph.BatchMolGraph` (deterministic).
+:class:`~knn.featurize.graph.BatchMolGraph` (:func:`~knn.featurize.graph.gather_rows`),
+whose gradients are summed in a fixed order on CPU too: same-seed CPU runs
+are bit-identical.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from knn.featurize.graph import BatchMolGraph, MolGraph
+from knn.featurize.graph import BatchMolGraph, MolGraph, gather_rows
 from knn.layers.random_walk import linear
 from knn.models.graph import RegressionHead
 
@@ -189,7 +191,10 @@ class LoopyBPRegressor(nn.Module):
         x = self.W_in(torch.cat([graph.atom_features[src], graph.bond_features.repeat(2, 1)], dim=1))
         m = torch.relu(x)  # (2E, d)
         for _ in range(self.cfg.depth - 1):
-            m = torch.relu(x + self.W_bp(_incoming(m, in_edges)[src] - m[rev]))
+            # Σ_{w∈N(u)} m_wu for every edge u -> v: atom u is read deg(u) times, so its
+            # gradient is a sum; gather_rows takes it in a fixed order (knn.featurize.graph).
+            incoming = gather_rows(_incoming(m, in_edges), src)  # (2E, d)
+            m = torch.relu(x + self.W_bp(incoming - gather_rows(m, rev)))
         return m, in_edges
 
     def forward(self, graph: BatchMolGraph) -> Tensor:
@@ -200,7 +205,7 @@ class LoopyBPRegressor(nn.Module):
 
 def _incoming(m: Tensor, in_edges: Tensor) -> Tensor:
     """Σ_{u∈N(v)} m_{uv}: messages (2E, d) -> (V, d), a gather over padded lists."""
-    return BatchMolGraph._pad(m)[in_edges].sum(1)
+    return gather_rows(m, in_edges).sum(1)
 
 
 # --------------------------------------------------------------------------- #

@@ -13,6 +13,8 @@ and the scan is dispatched at one point, :func:`string_kernel_recurrence`, to
   signature, used for other dtypes, when a build is unavailable, when
   ``KNN_FUSED=0``, and by the tests as the reference.
 
+:func:`fused_status` says which of the two runs on a device type, and why.
+
 Per element (b, i) and step t, with K blocks of ``proj[t, b]`` holding
 u_1..u_n = W^{(1..n)} x_t, then the decay-gate pre-activation (gated decay
 only), the highway-gate pre-activation and the highway carry projection
@@ -36,9 +38,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -160,10 +164,12 @@ def string_kernel_recurrence_ref(
 _ACT_CODE = {name: i for i, name in enumerate(ACTIVATIONS)}
 _CSRC = Path(__file__).with_name("csrc")
 _FUSED_DTYPES = (torch.float32, torch.float64)
-# Built modules and the reasons builds failed, by device type ("cpu", "cuda"):
-# each build is tried once per process.
+# Built modules, the reasons builds failed (one line) and the failed builds'
+# output (its tail), by device type ("cpu", "cuda"): each build is tried once per process.
 _fused_modules: dict[str, object] = {}
 _fused_errors: dict[str, str] = {}
+_fused_logs: dict[str, str] = {}
+_LOG_TAIL_CHARS = 4000
 
 
 def _isa() -> tuple[str, list[str]]:
@@ -240,6 +246,7 @@ def _load_fused(device_type: str = "cpu"):
         errors = [line for line in lines if "error:" in line]
         reason = errors[0] if errors else (lines[-1] if lines else type(exc).__name__)
         _fused_errors[device_type] = f"{type(exc).__name__}: {reason}"
+        _fused_logs[device_type] = str(exc)[-_LOG_TAIL_CHARS:]
         warnings.warn(
             f"knn: fused string-kernel op ({device_type}) unavailable ({_fused_errors[device_type]}); "
             "using the PyTorch reference",
@@ -256,6 +263,58 @@ def fused_available(device_type: str = "cpu") -> bool:
     if device_type == "cuda" and not torch.cuda.is_available():
         return False
     return _load_fused(device_type) is not None
+
+
+def fused_compilers(device_type: str = "cpu") -> dict[str, str | None]:
+    """The compilers a build for ``device_type`` needs, each with its path or None if absent.
+
+    The C++ compiler is the one cpp_extension runs (``$CXX``, else ``c++``);
+    the CUDA build needs nvcc from cpp_extension's CUDA_HOME as well.
+    """
+    from torch.utils import cpp_extension
+
+    cxx = cpp_extension.get_cxx_compiler()
+    found: dict[str, str | None] = {cxx: shutil.which(cxx)}
+    if device_type == "cuda":
+        home = cpp_extension.CUDA_HOME
+        nvcc = str(Path(home) / "bin" / "nvcc") if home else "nvcc"
+        found[nvcc] = shutil.which(nvcc)
+    return found
+
+
+class FusedStatus(NamedTuple):
+    """Whether the fused op of a device type runs here, and why (see :func:`fused_status`)."""
+
+    state: str  # "built" | "off" | "no_device" | "no_compiler" | "failed"
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.state} ({self.detail})" if self.detail else self.state
+
+
+def fused_status(device_type: str = "cpu") -> FusedStatus:
+    """Why the dispatcher does or does not run the fused op of ``device_type`` (building it if needed).
+
+    ``built``: it runs. ``off``: ``KNN_FUSED=0``. ``no_device``: not a fused
+    device type, or CUDA without a GPU. ``no_compiler``: a compiler the build
+    needs is not on PATH. ``failed``: the compilers are there but the build
+    failed; ``detail`` is its first error line. Only ``failed`` is a defect of
+    the checkout or machine (the test suite fails on it); the others are choices
+    or limits of the machine.
+    """
+    if os.environ.get("KNN_FUSED", "1") == "0":
+        return FusedStatus("off", "KNN_FUSED=0")
+    if device_type not in ("cpu", "cuda"):
+        return FusedStatus("no_device", f"no fused op for device type {device_type!r}")
+    if device_type == "cuda" and not torch.cuda.is_available():
+        return FusedStatus("no_device", "CUDA is not available")
+    if fused_available(device_type):
+        return FusedStatus("built")
+    missing = [name for name, path in fused_compilers(device_type).items() if path is None]
+    if missing:
+        return FusedStatus("no_compiler", f"{', '.join(missing)} not on PATH; build error: "
+                                          f"{_fused_errors.get(device_type, '?')}")
+    return FusedStatus("failed", _fused_errors.get(device_type, "unknown build error"))
 
 
 class _FusedRecurrence(torch.autograd.Function):

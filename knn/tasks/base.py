@@ -17,6 +17,24 @@ import torch
 from torch import nn
 
 
+@dataclass(frozen=True)
+class ConstantBaseline:
+    """The best input-free predictor of a task, fitted on its training split: the floor a
+    trained model must beat (:mod:`knn.train.health`).
+
+    ``metric`` is the task's selection metric of that predictor on exactly the validation
+    data the run is evaluated on (``limit_eval_batches`` included); ``train_loss`` is its
+    loss on the training split in the unit of the epoch training loss (``train.loss`` in
+    metrics.jsonl); ``log_loss`` says that loss is a cross-entropy in nats (so e^loss is a
+    perplexity), else a squared error.
+    """
+
+    name: str  # e.g. "train-mean predictor"
+    metric: float
+    train_loss: float
+    log_loss: bool
+
+
 @dataclass
 class StepResult:
     """One training batch: the loss to back-propagate and what to log.
@@ -72,6 +90,9 @@ class Task(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
+
+    def constant_baseline(self) -> ConstantBaseline:
+        """The input-free predictor fitted on train, scored on the evaluated validation data."""
 
     # Optional, looked up with getattr: ``after_step(model)`` runs after every
     # optimizer step (a weight constraint, e.g. Kim 2014's max-norm).

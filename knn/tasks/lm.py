@@ -27,13 +27,16 @@ from torch import Tensor, nn
 
 from knn.data.ptb import PTBCorpus, batchify, load_ptb, num_segments, segment
 from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
-from knn.tasks.base import StepResult
+from knn.tasks.base import ConstantBaseline, StepResult
 
 
 @dataclass
 class LMDataConfig:
     mirror: Optional[str] = None  # None: $KNN_DATA_MIRROR, then the default search
     cache_dir: Optional[str] = None
+    # A folder of ptb.{train,valid,test}.txt in the PTB format, used as they are
+    # (no checksum) instead of the verified PTB; None: the real PTB.
+    dir: Optional[str] = None
 
 
 @dataclass
@@ -59,7 +62,7 @@ STATE_BATCH_DIM: dict[type, int] = {KernelLM: 0, LSTMLM: 1}  # (B,n,d)/(B,d); (d
 
 def load_corpus(data: LMDataConfig) -> PTBCorpus:
     """The PTB corpus (a seam tests replace with a tiny corpus)."""
-    return load_ptb(mirror=data.mirror, cache_dir=data.cache_dir)
+    return load_ptb(mirror=data.mirror, cache_dir=data.cache_dir, data_dir=data.dir)
 
 
 def detach(state: Any) -> Any:
@@ -149,6 +152,22 @@ class LanguageModeling:
             count += y.numel()
         loss = float(total) / max(count, 1)
         return {"loss": loss, "ppl": _ppl(loss)}
+
+    def constant_baseline(self) -> ConstantBaseline:
+        """The training tokens' unigram distribution, add-one smoothed (no context): its
+        perplexity on the evaluated validation segments, and its training loss, the
+        cross-entropy (nats per token) of the training tokens under it."""
+        train = self.splits["train"].flatten()
+        counts = torch.bincount(train, minlength=self.vocab_size).double()
+        logp = ((counts + 1) / (counts.sum() + self.vocab_size)).log()
+        train_loss = float(-(counts * logp).sum() / counts.sum())
+        total, count = 0.0, 0
+        for i in range(self._num_batches("valid", self.cfg.limit_eval_batches)):
+            _, y = segment(self.splits["valid"], i, self.cfg.bptt)
+            total -= float(logp[y.flatten()].sum())
+            count += y.numel()
+        return ConstantBaseline("unigram (train, add-one) predictor", _ppl(total / max(count, 1)),
+                                train_loss, log_loss=True)
 
     def meta(self) -> dict[str, Any]:
         return {"vocab_size": self.vocab_size}

@@ -21,7 +21,11 @@ Protocol (the authors' ``graph_knn/*/nntrain.py``):
   batches: the authors multiply the learning rate by 0.9 every 100k samples,
   which is the trainer's ``exponential`` schedule with one such epoch per
   step (conf/train/molecules.yaml); their loop ends once the rate is below
-  5e-6, i.e. after 51 epochs (5.1M samples);
+  5e-6, i.e. after 51 epochs (5.1M samples). ``task=mol_csv`` (500-5,000
+  molecules, say) instead has epochs of one pass over its training split,
+  without re-sampling, and its own schedule in those epochs with early
+  stopping (conf/train/mol_csv.yaml); every run logs its length at the start
+  (:meth:`MoleculeRegression.run_length`);
 * training batch i of epoch e is a pure function of (seed, e, i), so a run
   stopped mid-epoch resumes on the same molecules;
 * data-parallel (``torchrun``): every process draws the same batch and trains
@@ -82,13 +86,17 @@ from knn.data.molecules import (
 from knn.featurize import BatchMolGraph, MolFeaturizer
 from knn.featurize.atom import PRESETS
 from knn.models.graph import GRAPH_MODELS, _registry, graph_model_config
-from knn.tasks.base import StepResult
+from knn.tasks.base import ConstantBaseline, StepResult
 
 log = logging.getLogger(__name__)
 
 CEP_CSV = "cep/cep-processed.csv"
 CEP_SPLIT = "cep/split-random-80-10-10-seed0.json"
 SPLITS = ("train", "valid", "test")
+#: Where ``on_invalid`` sits in the trainer's config (the task is built from ``task``); an
+#: invalid-row error hints it, and :func:`knn.train.train` respells it as the composed config
+#: lets it be overridden (``data.on_invalid`` while ``task.data`` aliases ``data``).
+ON_INVALID_KEY = "task.data.on_invalid"
 #: Accepted values of a split column (lower-cased) -> split.
 SPLIT_NAMES = {"train": "train", "valid": "valid", "val": "valid", "validation": "valid",
                "dev": "valid", "test": "test"}
@@ -261,6 +269,31 @@ class ShuffledPasses:
         return out
 
 
+def describe_run_length(n_train: int, samples_per_epoch: int, resample: bool, batch_size: int,
+                        steps_per_epoch: int, max_epochs: int, max_steps: int | None,
+                        patience: int | None, metric: str, lr_first: float, lr_last: float) -> str:
+    """One log line: what an epoch is, and the most epochs and steps the run can take.
+
+    ``steps_per_epoch`` is 0 for a closed-form model (fitted once, no steps).
+    """
+    if steps_per_epoch == 0:
+        return f"run length: a closed-form fit on {n_train:,} training molecules, no gradient steps"
+    if samples_per_epoch == n_train and not resample:
+        epoch = f"1 pass over {n_train:,} training molecules"
+    else:
+        drawn = "re-sampled toward rare targets" if resample else "in shuffled passes"
+        epoch = f"{samples_per_epoch:,} molecules drawn from {n_train:,} ({drawn})"
+    steps = steps_per_epoch * max_epochs
+    limit = f"at most {max_epochs:,} epochs = {steps:,} steps (train.max_epochs)"
+    if max_steps is not None and max_steps < steps:
+        limit = (f"at most {max_steps:,} steps = {max_steps / steps_per_epoch:,.1f} epochs "
+                 f"(train.max_steps)")
+    stop = ("no early stopping (train.patience: null)" if patience is None else
+            f"stops early after {patience} epochs without a better valid {metric} (train.patience)")
+    return (f"run length: an epoch is {epoch} = {steps_per_epoch:,} steps of {batch_size}; "
+            f"{limit}; {stop}; lr {lr_first:.3g} at epoch 0, {lr_last:.3g} at the last")
+
+
 # --------------------------------------------------------------------------- #
 # The task
 # --------------------------------------------------------------------------- #
@@ -348,8 +381,9 @@ class MoleculeRegression:
         d, cfg = self.cfg.data, self.cfg
         csv_path, split_file = self._files()
         self.info["csv"] = str(csv_path)
-        table = load_molecule_csv(csv_path, d.smiles_column, d.target_column, d.on_invalid)
-        data = featurize_table(table, self.featurizer, d.cache_dir)
+        table = load_molecule_csv(csv_path, d.smiles_column, d.target_column, d.on_invalid,
+                                  ON_INVALID_KEY)
+        data = featurize_table(table, self.featurizer, d.cache_dir, on_invalid_key=ON_INVALID_KEY)
         rows, where = self._split_rows(data, csv_path, split_file)
         self._check_split(rows, data, where)
         for s in SPLITS:
@@ -486,15 +520,43 @@ class MoleculeRegression:
         out = [model(b.graph).double().cpu() * self.std + self.mean for b in batches]
         return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
 
-    @torch.no_grad()
-    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+    def _evaluated(self, split: str) -> list[EvalBatch]:
         batches = self.eval_batches[split]
         if self.cfg.limit_eval_batches is not None:
             batches = batches[: self.cfg.limit_eval_batches]
+        return batches
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, split: str) -> dict[str, float]:
+        batches = self._evaluated(split)
         pred = self.predict_batches(model, batches)
         y = torch.cat([b.targets for b in batches])
         err = pred - y
         return {"rmse": float(err.pow(2).mean().sqrt()), "mae": float(err.abs().mean())}
+
+    def constant_baseline(self) -> ConstantBaseline:
+        """The train-mean predictor: its RMSE on the evaluated validation molecules (target
+        units) and its training loss, the MSE of the (standardised) training targets about
+        their mean (1 when standardised)."""
+        y = self.splits["train"].targets.double()
+        valid = torch.cat([b.targets for b in self._evaluated("valid")])
+        rmse = float((valid - y.mean()).pow(2).mean().sqrt())
+        loss = float(((y - y.mean()) / self.std).pow(2).mean())
+        return ConstantBaseline("train-mean predictor", rmse, loss, log_loss=False)
+
+    def run_length(self, train_cfg: Any) -> str:
+        """How long the run will be, for the log at its start (steps, epochs, samples)."""
+        from knn.train.optim import lr_at  # here: knn.train imports knn.tasks
+
+        return describe_run_length(
+            n_train=len(self.splits["train"]), samples_per_epoch=self.sampler.num_samples,
+            resample=self.cfg.resample, batch_size=self.cfg.batch_size,
+            steps_per_epoch=self.num_train_batches(), max_epochs=train_cfg.max_epochs,
+            max_steps=train_cfg.max_steps, patience=train_cfg.patience, metric=self.metric,
+            lr_first=lr_at(0, train_cfg.lr, train_cfg.schedule, train_cfg.lr_decay,
+                           train_cfg.lr_decay_epoch),
+            lr_last=lr_at(max(train_cfg.max_epochs - 1, 0), train_cfg.lr, train_cfg.schedule,
+                          train_cfg.lr_decay, train_cfg.lr_decay_epoch))
 
     # ---- checkpoint and result data ----------------------------------------- #
 

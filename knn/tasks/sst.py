@@ -55,7 +55,7 @@ from knn.data.sst import (
 )
 from knn.data.vectors import OOV_POLICIES, SHARED_POLICIES, Embeddings, build_embeddings
 from knn.models.classifier import CONFIGS, MODELS, build_classifier
-from knn.tasks.base import StepResult
+from knn.tasks.base import ConstantBaseline, StepResult
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,19 @@ class SentimentClassification:
         count = max(count, 1)
         return {"acc": 100.0 * int(correct) / count, "loss": float(nll) / count}
 
+    def constant_baseline(self) -> ConstantBaseline:
+        """Always the training split's majority class: its dev accuracy (%) on the evaluated
+        batches, and its training loss, the entropy (nats) of the training label frequencies."""
+        counts = torch.bincount(torch.tensor([e.label for e in self.train]),
+                                minlength=self.n_classes).double()
+        majority = int(counts.argmax())
+        labels = torch.cat([b.labels.cpu() for b in
+                            self.eval_batches["valid"][: self.cfg.limit_eval_batches]])
+        acc = 100.0 * float((labels == majority).double().mean()) if labels.numel() else 0.0
+        p = counts[counts > 0] / counts.sum()
+        return ConstantBaseline(f"majority class ({majority}) predictor", acc,
+                                float(-(p * p.log()).sum()), log_loss=True)
+
     # --------------------------------------------------------- checkpoints
     def meta(self) -> dict[str, Any]:
         """What rebuilds the model besides the config: the vocabulary (its table is a buffer)."""
@@ -270,6 +283,17 @@ class SentimentClassification:
         return {"vocab": list(e.vocab.itos), "dim": e.dim, "n_classes": self.n_classes,
                 "coverage": {"types": [cov.found_types, cov.total_types],
                              "tokens": [cov.found_tokens, cov.total_tokens]}}
+
+    def result_extra(self) -> dict[str, Any]:
+        """The vectors this run used, for ``result.json``: ``vectors.path: null`` names
+        whatever the default was at the time, so the file itself is recorded."""
+        assert self.embeddings is not None
+        cov = self.embeddings.coverage
+        return {"vectors": {"file": self.cfg.vectors.path or DEFAULT_VECTORS,
+                            "dim": self.embeddings.dim, "cased": cov.cased,
+                            "types": [cov.found_types, cov.total_types],
+                            "exact_types": cov.exact_types,
+                            "tokens": [cov.found_tokens, cov.total_tokens]}}
 
     def state_dict(self) -> dict[str, Any]:
         return {}  # the batch order is a function of (seed, epoch)

@@ -14,6 +14,9 @@ and the report list, and the sweep goes on. The sweep's exit status is then 0.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import os
 import sys
 import traceback
@@ -76,17 +79,73 @@ def _record_failure(cfg: DictConfig, overrides: list[str], error: str, trace: st
         write_json(record, Path(cfg.run_dir) / "failed.json")
 
 
+# Hydra settings in the overrides: left to Hydra, not composed here.
+_HYDRA_OVERRIDE = ("hydra.", "hydra/", "+hydra", "~hydra")
+
+
+def parse_command(argv: list[str]) -> argparse.Namespace | None:
+    """``argv`` parsed by Hydra's own argument parser, or ``None`` if it rejects it.
+
+    Using Hydra's parser (not a copy of its flag list) keeps every flag with
+    its value (``--cfg job``, ``-p task``, ``--info config``, ``-cn train``)
+    out of the overrides. ``None`` (an unknown flag, a bad choice,
+    ``--version``) leaves the whole command to Hydra, which reports it.
+    """
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return get_args_parser().parse_args(argv)
+    except SystemExit:
+        return None
+
+
+def runs_jobs(args: argparse.Namespace) -> bool:
+    """Whether the command runs jobs (and so makes an output folder), rather than
+    printing help, a config, information or a completion script."""
+    shows = (args.help or args.hydra_help or args.cfg is not None or args.info is not None
+             or args.shell_completion)
+    return not shows and args.experimental_rerun is None
+
+
+def primary_config_dir(args: argparse.Namespace) -> Path | None:
+    """The folder Hydra will read the primary config from, or ``None`` when it
+    is not a plain folder this check can compose from (``--config-dir`` adds
+    one; ``--config-path pkg://...`` names a package).
+
+    As in Hydra, a relative ``--config-path`` is relative to this file.
+    """
+    if args.config_dir is not None:
+        return None
+    if args.config_path is None:
+        return CONF_DIR
+    if "://" in args.config_path:
+        return None
+    return (Path(__file__).parent / args.config_path).resolve()
+
+
+def rerun_error(argv: list[str]) -> str | None:
+    """``--experimental-rerun FILE`` with no such file (Hydra would show a traceback), or ``None``."""
+    args = parse_command(argv)
+    if args is None or args.experimental_rerun is None or Path(args.experimental_rerun).is_file():
+        return None
+    return f"--experimental-rerun: no such file {args.experimental_rerun}"
+
+
 def unwritable_output(argv: list[str]) -> str | None:
     """Why Hydra could not create this command's output folder, or ``None``.
 
     Hydra makes the folder before any of our code runs and reports a failure
     there with a traceback, so the entry point checks it first: the nearest
     existing ancestor of ``hydra.run.dir`` (``hydra.sweep.dir`` with ``-m``;
-    default ``outputs/`` or ``multirun/``) must be a writable folder.
+    default ``outputs/`` or ``multirun/``) must be a writable folder. Commands
+    that run no job (``--cfg``, ``--help``, ``--info``, ...) make no folder.
     """
-    sweep = "-m" in argv or "--multirun" in argv
-    key, default = ("hydra.sweep.dir=", "multirun") if sweep else ("hydra.run.dir=", "outputs")
-    target = next((a[len(key):] for a in reversed(argv) if a.startswith(key)), default)
+    args = parse_command(argv)
+    if args is None or not runs_jobs(args):
+        return None
+    key, default = ("hydra.sweep.dir=", "multirun") if args.multirun else ("hydra.run.dir=", "outputs")
+    target = next((a[len(key):] for a in reversed(args.overrides) if a.startswith(key)), default)
     folder = Path(target).absolute()
     while not folder.exists():
         folder = folder.parent
@@ -101,19 +160,27 @@ def override_error(argv: list[str]) -> str | None:
     Hydra reports a misspelt key, an unknown group option or a malformed
     override over several lines; composing once here first gives the same
     verdict as one line. Sweep values (``-m seed=0,1``) and ``hydra.*``
-    settings are left to Hydra.
+    settings are left to Hydra, and so is the whole command when its
+    arguments are not overrides (``--shell-completion``,
+    ``--experimental-rerun``) or adds a config folder (``--config-dir``).
+    ``--config-name`` and ``--config-path`` are honoured.
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    sweep = "-m" in argv or "--multirun" in argv
-    args = [a for a in argv if not a.startswith(("-", "hydra.", "hydra/", "+hydra", "~hydra"))]
+    args = parse_command(argv)
+    if args is None or args.shell_completion or args.experimental_rerun is not None:
+        return None
+    config_dir = primary_config_dir(args)
+    if config_dir is None:
+        return None
+    overrides = [a for a in args.overrides if not a.startswith(_HYDRA_OVERRIDE)]
     try:
-        parsed = OverridesParser.create().parse_overrides(args)
-        plain = [a for a, o in zip(args, parsed) if not (sweep and o.is_sweep_override())]
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            compose(config_name="train", overrides=plain)
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        plain = [a for a, o in zip(overrides, parsed) if not (args.multirun and o.is_sweep_override())]
+        with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+            compose(config_name=args.config_name or "train", overrides=plain)
     except HydraException as e:
         text = f"{e}\n{e.__cause__ or ''}".split("Config search path:")[0]
         lines = [" ".join(line.split()) for line in text.splitlines()]
@@ -123,9 +190,13 @@ def override_error(argv: list[str]) -> str | None:
 
 
 def main() -> None:
-    """Console-script entry point (``knn-train``)."""
+    """Console-script entry point (``knn-train``).
+
+    Checks the output folder and the overrides first (one-line errors), then
+    hands the untouched command line to Hydra, every flag with its value.
+    """
     argv = sys.argv[1:]
-    if why := unwritable_output(argv) or override_error(argv):
+    if why := rerun_error(argv) or unwritable_output(argv) or override_error(argv):
         print(f"error: {why}", file=sys.stderr)
         sys.exit(1)
     _run()

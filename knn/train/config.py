@@ -53,6 +53,8 @@ class TrainConfig:
     patience: Optional[int] = None  # stop after this many epochs without improvement
     resume: bool = False  # continue from <run_dir>/last.pt
     checkpoint_every: Optional[int] = None  # also write last.pt every N steps inside an epoch
+    # torch's deterministic kernels, for GPU runs; CPU runs of one seed and thread count are
+    # bit-identical without it (knn.featurize.graph). An op without one warns (knn.train.rng).
     deterministic: bool = False
     progress: Optional[bool] = None  # tqdm bars; None: only when stderr is a terminal
 
@@ -124,3 +126,47 @@ def resolve_config(cfg: Any) -> DictConfig:
 def to_dataclass(node: DictConfig) -> Any:
     """The dataclass instance behind a typed node (models take dataclasses)."""
     return OmegaConf.to_object(node)
+
+
+def reference_config(experiment: str | None) -> dict[str, Any]:
+    """The resolved config of ``experiment=<experiment>`` alone (the default composition when
+    None): the protocol a run's config is compared with (:mod:`knn.train.protocol`).
+
+    Inside ``python -m knn.train`` Hydra is already initialised on :data:`CONF_DIR` and
+    composes directly; elsewhere (tests, the migration) it is initialised here.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    overrides = [f"experiment={experiment}"] if experiment else []
+    if GlobalHydra.instance().is_initialized():
+        cfg = compose(config_name="train", overrides=overrides)
+    else:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(config_name="train", overrides=overrides)
+    return OmegaConf.to_container(resolve_config(cfg), resolve=True)
+
+
+def typed_key(cfg: Any, path: str) -> str:
+    """``path`` (e.g. ``task.data.on_invalid``) as a command-line override must spell it.
+
+    A node that is a plain alias of another (``task.data: ${data}``) cannot be
+    overridden through; the override goes to the aliased node (``data.on_invalid``).
+    Aliases are followed along ``path`` in ``cfg`` (unresolved, DictConfig or dict);
+    a path that is not in ``cfg`` is returned as it is.
+    """
+    import re
+
+    tree = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
+    parts = path.split(".")
+    for _ in range(10):  # aliases of aliases, never a cycle
+        node: Any = tree
+        for i, part in enumerate(parts):
+            node = node.get(part) if isinstance(node, dict) else None
+            alias = re.fullmatch(r"\$\{([A-Za-z_][\w.]*)\}", node) if isinstance(node, str) else None
+            if alias:
+                parts = [*alias.group(1).split("."), *parts[i + 1:]]
+                break
+        else:
+            break
+    return ".".join(parts)

@@ -29,14 +29,18 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from knn.data.molecules import InvalidRowError
 from knn.tasks import TASKS
 from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
 from knn.train import dist
-from knn.train.config import ConfigError, resolve_config, to_dataclass
+from knn.train.config import ConfigError, reference_config, resolve_config, to_dataclass
+from knn.train.config import typed_key
+from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
 from knn.train.optim import EpochSchedule, build_optimizer
-from knn.train.provenance import device_name, git_commit
+from knn.train.protocol import experiment_of, protocol_label
+from knn.train.provenance import device_name, provenance
 from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
 
 log = logging.getLogger(__name__)
@@ -80,12 +84,17 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     """Train, select on validation, test, and return the ``result.json`` dict.
 
     ``overrides`` are the command-line overrides that produced ``cfg``; they
-    are recorded as the exact command that reproduces the run.
+    are recorded as the exact command that reproduces the run, and their
+    ``experiment=`` names the protocol the run is labelled against
+    (:mod:`knn.train.protocol`), composed now, as the run starts.
     """
     try:
+        reference = reference_config(experiment_of(overrides or []))
         trainer = Trainer(resolve_config(cfg))
         stop_reason = trainer.fit()
-        return trainer.finish(stop_reason, overrides or [])
+        return trainer.finish(stop_reason, overrides or [], reference)
+    except InvalidRowError as e:  # its hint: the override as this config spells it
+        raise e.with_key(typed_key(cfg, e.key)) from None
     finally:
         dist.shutdown()  # leave torchrun's process group, if the trainer joined one
 
@@ -133,6 +142,8 @@ class Trainer:
         self.n_params = count_params(self.model)
         log.info("%s / %s: %d trainable parameters on %s", cfg.task.name, cfg.model.name,
                  self.n_params, self.device)
+        if (run_length := getattr(self.task, "run_length", None)) is not None:  # optional
+            log.info("%s", run_length(self.t))  # e.g. "run length: an epoch is ... steps"
         self.show = self.t.progress if self.t.progress is not None else sys.stderr.isatty()
         self.show = self.show and dist.is_main()
         self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
@@ -284,8 +295,10 @@ class Trainer:
         if dist.is_main():
             ckpt.save({**state, "config": self.plain_cfg, "meta": self.task.meta()}, path)
 
-    def finish(self, stop_reason: str, overrides: list[str]) -> dict[str, Any]:
-        """Evaluate the best checkpoint on valid and test; write ``result.json``."""
+    def finish(self, stop_reason: str, overrides: list[str],
+               reference: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate the best checkpoint on valid and test; write ``result.json``, labelled
+        against ``reference`` (the resolved config of the run's experiment alone)."""
         dist.barrier()  # rank 0 has finished writing best.pt
         if self.best_path.exists():
             best = ckpt.load(self.best_path, map_location=self.device)
@@ -306,15 +319,18 @@ class Trainer:
             "wall_seconds": round(time.monotonic() - self.clock, 2),
             "device": device_name(self.device),
             "processes": dist.world_size(),  # data-parallel ranks (torchrun), each on `device`
-            "torch_version": torch.__version__,
-            "git_commit": git_commit(),
             "seed": cfg.seed,
             "budgeted": stop_reason == "max_minutes",
             "budget_minutes": t.max_minutes,
-            "command": command_line(overrides),
+            "experiment": experiment_of(overrides),
+            "protocol": protocol_label(self.plain_cfg, reference, stop_reason,
+                                       experiment_of(overrides)),
+            **provenance(command_line(overrides)),  # git_commit, command, machine, torch_version, ops
             "paper": self.plain_cfg.get("paper"),
             "config": self.plain_cfg,
         }
+        # Diverged? Better than a constant predictor? (knn.train.health; WARNING lines if not)
+        result["health"] = check_run(self.task, metrics["valid"], self.run_dir / "metrics.jsonl")
         if (extra := getattr(self.task, "result_extra", None)) is not None:
             result["extra"] = extra()  # optional task-specific fields (e.g. molecules/s)
         if dist.is_main():

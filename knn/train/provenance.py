@@ -1,26 +1,79 @@
-"""Facts about where a run happened, for ``result.json``."""
+"""Facts about where and how a number was produced, for every JSON the project writes.
+
+:func:`provenance` is the one source of the provenance keys that
+``result.json`` (:mod:`knn.train.loop`), the layer benchmark
+(:mod:`knn.bench`), the throughput tool (:mod:`knn.train.throughput`) and the
+nightly run (:mod:`knn.nightly`) record: the source commit, the command, the
+machine, torch's version and which implementations the dispatching ops ran.
+"""
 
 from __future__ import annotations
 
+import os
+import platform
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
+#: Folders whose untracked files change what runs (code, configs, data preparation):
+#: a new file there makes the checkout dirty even though no tracked file changed.
+SOURCE_DIRS = ("knn", "conf", "data_prep")
+#: The note the migration writes into files recorded before these keys existed.
+NOT_RECORDED = "not recorded at the time"
 
 
-def git_commit() -> str | None:
-    """HEAD of the source checkout, with ``-dirty`` if it has local changes."""
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          timeout=10, check=True).stdout.strip()
+
+
+def git_commit(repo: Path = REPO) -> str | None:
+    """HEAD of the checkout at ``repo``, with ``-dirty`` if a tracked file has local changes
+    or an untracked (not ignored) file exists under :data:`SOURCE_DIRS`; None without git."""
     try:
-        def git(*args: str) -> str:
-            return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
-                                  timeout=10, check=True).stdout.strip()
-        head = git("rev-parse", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        head = _git(repo, "rev-parse", "HEAD")
+        tracked = _git(repo, "status", "--porcelain", "--untracked-files=no")
+        untracked = _git(repo, "status", "--porcelain", "--untracked-files=all", "--", *SOURCE_DIRS)
     except (OSError, subprocess.SubprocessError):
         return None  # not a git checkout, no commits yet, or no git
-    return head + ("-dirty" if dirty else "")
+    new_source = any(line.startswith("??") for line in untracked.splitlines())
+    return head + ("-dirty" if tracked or new_source else "")
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo; elsewhere :func:`platform.processor`."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """The CPU, its logical cores and the torch intra-op threads this process uses."""
+    return {"cpu_model": cpu_model(), "logical_cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads()}
+
+
+def ops() -> dict[str, Any]:
+    """Which implementation each dispatching op ran in this process
+    (:func:`knn.ops.usage.ops_report`), and why a fused build failed, by device type
+    (``fused_build_errors``, empty when none failed or none was tried)."""
+    from knn.ops import recurrence, usage
+
+    return {**usage.ops_report(), "fused_build_errors": dict(recurrence._fused_errors)}
+
+
+def provenance(command: str) -> dict[str, Any]:
+    """The provenance keys of a JSON written by ``command`` (the exact command line):
+    ``git_commit``, ``command``, ``machine``, ``torch_version`` and ``ops``."""
+    return {"git_commit": git_commit(), "command": command, "machine": machine(),
+            "torch_version": torch.__version__, "ops": ops()}
 
 
 def device_name(device: torch.device) -> str:

@@ -1,6 +1,7 @@
 """Training throughput of one experiment: tokens/s, FLOPs/token, share of GEMM peak.
 
-    python -m knn.train.throughput experiment=ptb/gated_5m [--steps 30] [--profile 5] [--out FILE]
+    python -m knn.train.throughput experiment=ptb/gated_5m [--steps 30] [--profile 5]
+                                   [--record | --out FILE]
 
 Runs real optimizer steps of the experiment's model on its task's training
 batches (the loop's own update: forward, backward, clipping, SGD/Adam step).
@@ -12,13 +13,22 @@ same device (``device=cuda`` measures the GPU; TF32 stays off, as in
 training), through aten's matmul and through knn.ops.linear; the faster
 counts. ``--profile N`` adds where the time goes: the ops with the most self
 time over N more steps (torch.profiler).
+
+The result is printed and written to ``outputs/bench/<name>.json``, outside
+version control; ``--record`` writes the committed measurement,
+``experiments/bench/<name>.json``, instead (``<name>``: :func:`result_name`,
+e.g. ``throughput_ptb_gated_5m``). It carries the provenance of
+:func:`knn.train.provenance.provenance` (commit, command, machine, torch, ops run).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,12 +39,14 @@ from hydra import compose, initialize_config_dir
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from knn.bench import cpu_model
+from knn.bench import output_path
+from knn.ops import usage
 from knn.ops.linear import linear
 from knn.ops.recurrence import fused_available
 from knn.train.config import CONF_DIR, resolve_config
 from knn.train.loop import Trainer
-from knn.train.provenance import device_name
+from knn.train.protocol import experiment_of
+from knn.train.provenance import device_name, provenance
 
 
 def sync(device: torch.device) -> None:
@@ -80,8 +92,21 @@ def where_time_goes(step: Callable[[], None], steps: int, top: int = 12) -> list
             for k in ranked[:top]]
 
 
-def measure(overrides: list[str], steps: int, warmup: int = 5, profile_steps: int = 0) -> dict[str, Any]:
-    """Time ``steps`` optimizer steps after ``warmup``; with ``profile_steps``, also profile that many."""
+def result_name(overrides: list[str]) -> str:
+    """The file name of a measurement: ``throughput_`` + the experiment (``/`` -> ``_``) + every
+    other override, so a measurement with other settings never replaces another's.
+    ``experiment=ptb/gated_5m device=cuda`` -> ``throughput_ptb_gated_5m_device=cuda.json``."""
+    experiment = experiment_of(overrides)
+    rest = [o for o in overrides if o.partition("=")[0].lstrip("+~") != "experiment"]
+    parts = ["throughput", *([experiment.replace("/", "_")] if experiment else []), *rest]
+    return re.sub(r"[^A-Za-z0-9_.=,+-]", "-", "_".join(parts)) + ".json"
+
+
+def measure(overrides: list[str], steps: int, command: str, warmup: int = 5,
+            profile_steps: int = 0) -> dict[str, Any]:
+    """Time ``steps`` optimizer steps after ``warmup``; with ``profile_steps``, also profile that
+    many. ``command`` is the command line recorded with the result's provenance."""
+    usage.reset()  # ops: what this measurement ran, not what the process ran before
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("train", overrides=overrides)
     with tempfile.TemporaryDirectory() as run_dir:
@@ -129,31 +154,36 @@ def measure(overrides: list[str], steps: int, warmup: int = 5, profile_steps: in
         "device": device_name(trainer.device),
         "fused_scan": fused_available(trainer.device.type),
         "fraction_of_peak": round(achieved / peak, 3),
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cpu_model": cpu_model(),
+        **provenance(command),
         "date": time.strftime("%Y-%m-%d"),
         **({"profile": {"steps": profile_steps, "self_time_by_op": top_ops}} if top_ops else {}),
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> Path:
+    """Measure, print the JSON, write it (see the module docstring); return where it went."""
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=ptb/gated_5m")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
                         help="also profile STEPS more steps and report the ops taking most time")
-    parser.add_argument("--out", default=None, help="also write the result as JSON here")
-    args = parser.parse_args()
-    result = measure(args.overrides, args.steps, profile_steps=args.profile)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--record", action="store_true",
+                       help="write the committed measurement, experiments/bench/<name>.json")
+    where.add_argument("--out", default=None, help="write the JSON here (default: outputs/bench/<name>.json)")
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "-m", "knn.train.throughput", *argv])
+    result = measure(args.overrides, args.steps, command, profile_steps=args.profile)
     text = json.dumps(result, indent=2)
     print(text)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, out)
+    out = output_path(result_name(args.overrides), args.record, args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, out)
+    print(f"wrote {out}", file=sys.stderr)
+    return out
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import torch
 import knn.data.molecules as molecules
 from knn.data.mirror import DataError
 from knn.data.molecules import (
+    InvalidRowError,
     ResamplingSampler,
     collate_items,
     featurize_table,
@@ -64,6 +65,46 @@ def test_invalid_smiles_stops_with_one_line(tmp_path):
         featurize_table(table, F, tmp_path / "cache")
     msg = str(err.value)
     assert "row 3" in msg and "unparseable SMILES 'C1CC('" in msg and "\n" not in msg
+
+
+def _rows_with(bad: dict[int, tuple[str, str]], n: int = 1010) -> list[tuple[str, str]]:
+    """``n`` valid rows, with ``bad[row]`` in place of those rows."""
+    return [bad.get(i, GOOD[i % len(GOOD)]) for i in range(n)]
+
+
+@pytest.mark.parametrize("first, later, message", [
+    ((10, ("C1CC(", "1.0")), (1003, ("CCO", "")), "row 10 (column 'smiles'): unparseable SMILES 'C1CC('"),
+    ((10, ("CCO", "")), (1003, ("C1CC(", "1.0")), "row 10 (line 12): empty target '' in column 'PCE'"),
+])
+def test_error_names_the_first_invalid_row_in_file_order(tmp_path, first, later, message):
+    """A bad SMILES at row 10 and an empty target at row 1003 (or the other way round):
+    the error is row 10's, whatever the kind of either problem."""
+    path = write_csv(tmp_path / "m.csv", _rows_with(dict([first, later])))
+    with pytest.raises(InvalidRowError) as err:
+        featurize_table(load_molecule_csv(path), F, tmp_path / "cache")
+    assert str(err.value) == f"{path}: {message}; set on_invalid=skip to leave such rows out"
+
+
+def test_skip_counts_both_kinds_in_file_order(tmp_path):
+    path = write_csv(tmp_path / "m.csv", _rows_with({10: ("C1CC(", "1.0"), 1003: ("CCO", "")}))
+    data = featurize_table(load_molecule_csv(path, on_invalid="skip"), F, tmp_path / "cache")
+    assert [(x.row, x.reason) for x in data.exclusions] == [
+        (10, "unparseable SMILES"), (1003, "empty target")]
+    assert len(data) == 1008
+
+
+@pytest.mark.parametrize("bad", [("C1CC(", "1.0"), ("CCO", "nan")])
+def test_hint_names_the_callers_key(tmp_path, bad):
+    """The hint spells the setting as the caller's command does (knn.train: data.on_invalid)."""
+    path = write_csv(tmp_path / "m.csv", GOOD + [bad])
+    with pytest.raises(InvalidRowError) as err:
+        table = load_molecule_csv(path, on_invalid_key="data.on_invalid")
+        featurize_table(table, F, tmp_path / "cache", on_invalid_key="data.on_invalid")
+    assert str(err.value).endswith("; set data.on_invalid=skip to leave such rows out")
+    assert err.value.key == "data.on_invalid"
+    again = err.value.with_key("other.on_invalid")
+    assert str(again) == f"{err.value.detail}; set other.on_invalid=skip to leave such rows out"
+    assert isinstance(again, DataError)
 
 
 def test_skip_counts_and_writes_exclusions(tmp_path, caplog):

@@ -128,3 +128,69 @@ def test_real_ptb_sizes(tmp_path: Path):
     assert corpus.train.numel() == 929_589
     assert int((corpus.train == corpus.vocab["<eos>"]).sum()) == 42_068
     assert (corpus.valid.numel(), corpus.test.numel()) == (73_760, 82_430)
+
+
+# --------------------------------------------------------------------------- #
+# Your own PTB-format files: load_ptb(data_dir=...) / task.data.dir
+
+
+def write_toy_dir(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, text in TOY.items():
+        (folder / f"ptb.{split}.txt").write_text(text)
+    return folder
+
+
+def test_data_dir_is_read_without_checksums_and_logged(tmp_path: Path, monkeypatch, caplog):
+    """Files in no checksum table load as they are; the warning names them and their sha256."""
+    monkeypatch.setattr(mirror, "CHECKSUMS", {})  # not even the real PTB's entries
+    monkeypatch.setattr(mirror, "_default_mirror_dirs", lambda: [])
+    folder = write_toy_dir(tmp_path / "mine")
+    with caplog.at_level("WARNING", logger="knn.data.ptb"):
+        corpus = load_ptb(cache_dir=tmp_path / "cache", data_dir=folder, download=False)
+    assert corpus.vocab.lookup_tokens(corpus.valid) == ["the", "cat", "<eos>"]
+    sha = hashlib.sha256(TOY["train"].encode()).hexdigest()
+    assert f"PTB-format files from {folder}, not checksum-verified (sha256 train {sha[:12]}" in caplog.text
+
+
+def test_data_dir_cache_follows_the_files(tmp_path: Path):
+    """The id cache is keyed by the files' content: an edited file is re-read, not served stale."""
+    folder = write_toy_dir(tmp_path / "mine")
+    first = load_ptb(cache_dir=tmp_path / "cache", data_dir=folder)
+    (folder / "ptb.test.txt").write_text("the cat sat\n")
+    second = load_ptb(cache_dir=tmp_path / "cache", data_dir=folder)
+    assert first.test.numel() == 6 and second.test.numel() == 4
+    assert len(list((tmp_path / "cache" / "ptb").glob("ptb-ids-*.pt"))) == 2
+
+
+def test_data_dir_missing_a_split_is_one_line(tmp_path: Path):
+    folder = write_toy_dir(tmp_path / "mine")
+    (folder / "ptb.valid.txt").unlink()
+    with pytest.raises(DataError, match=r"^PTB-format data folder .*mine lacks .*ptb\.valid\.txt \("
+                                        r"task\.data\.dir needs ptb\.train\.txt, ptb\.valid\.txt, "
+                                        r"ptb\.test\.txt\)$"):
+        load_ptb(cache_dir=tmp_path / "cache", data_dir=folder)
+
+
+def test_fixture_is_a_closed_ptb_set_made_by_its_script(tmp_path: Path, ptb_fixture):
+    """tests/fixtures/ptb: its script regenerates it byte for byte; every valid/test word is
+    in train (load_ptb checks), with the vocabulary size and sizes the tests rely on."""
+    import importlib.util
+    import shutil
+
+    for f in ptb_fixture.dir.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    spec = importlib.util.spec_from_file_location("make_fixture", tmp_path / "make_fixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for split in ptb.SPLITS:
+        (tmp_path / f"ptb.{split}.txt").unlink()
+    module.main()
+    for split in ptb.SPLITS:
+        name = f"ptb.{split}.txt"
+        assert (tmp_path / name).read_bytes() == (ptb_fixture.dir / name).read_bytes(), name
+    corpus = load_ptb(cache_dir=tmp_path / "cache", data_dir=ptb_fixture.dir)
+    assert len(corpus.vocab) == ptb_fixture.vocab_size == 47
+    assert (corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()) == (2815, 374, 402)
+    assert corpus.train.numel() > 300 * 2 * 4  # test_kill_resume: 300 batches of 2 x 4
+    assert ptb_fixture.unigram_ppl() == pytest.approx(36.2, abs=0.05)

@@ -49,16 +49,18 @@ def outputs_and_grads(fn, inputs, spec):
     return list(outs) + [torch.zeros_like(x) if gr is None else gr for gr, x in zip(grads, leaves)]
 
 
-needs_fused = pytest.mark.skipif(not R.fused_available(), reason="fused op not built on this machine")
-# The fused ops of both device types; the CUDA one runs only where a GPU is (CI has none).
-DEVICES = [
-    pytest.param("cpu", marks=needs_fused),
-    pytest.param("cuda", marks=pytest.mark.skipif(not R.fused_available("cuda"),
-                                                  reason="needs CUDA and the fused CUDA op")),
-]
+@pytest.fixture(params=["cpu", "cuda"])
+def device(request, require_fused) -> str:
+    """The fused ops of both device types; a test taking ``device`` runs once per type.
+
+    Where a type's op is not built the test skips or fails as ``require_fused``
+    decides: a failed build with the compilers present fails (CI must not pass
+    with every parity test skipped); ``KNN_FUSED=0``, no compiler or no GPU skip.
+    """
+    require_fused(request.param)
+    return request.param
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2, 3], DECAYS, HIGHWAYS)))
 def test_fused_matches_reference(n, decay, highway, device):
     for mult, norm, out_sum, act, masked, h_masked in itertools.product(
@@ -72,7 +74,6 @@ def test_fused_matches_reference(n, decay, highway, device):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2], DECAYS, HIGHWAYS)))
 @pytest.mark.parametrize("mapping", ["multiplicative", "additive"])
 @pytest.mark.parametrize("normalized", [True, False])
@@ -88,7 +89,6 @@ def test_reference_gradcheck():
     assert torch.autograd.gradcheck(lambda *xs: R.string_kernel_recurrence_ref(*xs, spec), inputs)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 def test_float32_parity(device):
     spec = R.RecurrenceSpec(2, True, True, False, "identity", True)
     inputs = [x.float() if isinstance(x, torch.Tensor) else x
@@ -182,7 +182,6 @@ def test_cuda_dispatch_matches_cpu():
         torch.testing.assert_close(a, b.cpu())
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("act", R.ACTIVATIONS)
 def test_fused_propagates_nan_like_reference(act, device):
     """A NaN input gives NaN outputs where the reference's are, for every activation.
@@ -201,7 +200,6 @@ def test_fused_propagates_nan_like_reference(act, device):
         assert torch.equal(a.isnan(), b.isnan())
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("act", R.ACTIVATIONS)
 def test_fused_float32_with_saturated_gates_matches_reference(act, device):
     """Gate pre-activations far past exp's float32 range (|x| >> 88) still give σ = 0 or 1.
@@ -221,3 +219,95 @@ def test_fused_float32_with_saturated_gates_matches_reference(act, device):
     for a, b in zip(ref, fused):
         assert a.isfinite().all()
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-3)
+
+
+# --------------------------------------------------------------------------
+# When the fused tests run, skip or fail (conftest.require_fused)
+
+
+def fake_failed_build(monkeypatch, error="RuntimeError: string_kernel_cpu.cpp:9:1: error: boom"):
+    """State of a process whose CPU build was tried and failed with ``error``."""
+    monkeypatch.delenv("KNN_FUSED", raising=False)
+    monkeypatch.setattr(R, "_fused_modules", {})
+    monkeypatch.setattr(R, "_fused_errors", {"cpu": error})
+    monkeypatch.setattr(R, "_fused_logs", {"cpu": f"[1/2] c++ -c string_kernel_cpu.cpp\n{error}\n"
+                                                  "ninja: build stopped: subcommand failed."})
+
+
+def test_failed_build_with_a_compiler_fails_the_fused_tests(monkeypatch, require_fused):
+    fake_failed_build(monkeypatch)
+    monkeypatch.setattr(R.shutil, "which", lambda name: f"/usr/bin/{name}")
+    assert R.fused_status("cpu") == ("failed", "RuntimeError: string_kernel_cpu.cpp:9:1: error: boom")
+    with pytest.raises(pytest.fail.Exception, match="failed to build although its compilers") as info:
+        require_fused("cpu")
+    assert "error: boom" in str(info.value) and "ninja: build stopped" in str(info.value)
+
+
+def test_failed_build_without_a_compiler_skips(monkeypatch, require_fused):
+    fake_failed_build(monkeypatch)
+    monkeypatch.setattr(R.shutil, "which", lambda name: None)
+    assert R.fused_status("cpu").state == "no_compiler"
+    with pytest.raises(pytest.skip.Exception, match=r"no_compiler \(c\+\+ not on PATH; build error: .*boom"):
+        require_fused("cpu")
+
+
+def test_switched_off_fused_op_skips_without_building(monkeypatch, require_fused):
+    def build(device_type):
+        raise AssertionError("KNN_FUSED=0 must not build")
+
+    monkeypatch.setenv("KNN_FUSED", "0")
+    monkeypatch.setattr(R, "_build", build)
+    monkeypatch.setattr(R, "_fused_modules", {})
+    monkeypatch.setattr(R, "_fused_errors", {})
+    with pytest.raises(pytest.skip.Exception, match=r"off \(KNN_FUSED=0\)"):
+        require_fused("cpu")
+
+
+def test_cuda_variants_skip_without_a_gpu(monkeypatch, require_fused):
+    monkeypatch.delenv("KNN_FUSED", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(pytest.skip.Exception, match="CUDA is not available"):
+        require_fused("cuda")
+
+
+def test_built_op_runs_its_tests(monkeypatch, require_fused):
+    monkeypatch.delenv("KNN_FUSED", raising=False)
+    monkeypatch.setattr(R, "_fused_modules", {"cpu": object()})
+    assert R.fused_status("cpu") == ("built", "")
+    require_fused("cpu")  # neither skips nor fails
+
+
+def run_parity_test(tmp_path, **env):
+    """``pytest -k test_float32_parity`` on this file in a fresh process, ``env`` added
+    (None unsets), building into an empty extensions folder (no cached build to reuse)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), **env}  # None: unset
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+           str(Path(__file__).relative_to(root)), "-k", "test_float32_parity"]
+    return subprocess.run(cmd, cwd=root, env={k: v for k, v in env.items() if v is not None},
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_broken_compiler_fails_the_suite_and_knn_fused_0_skips(tmp_path):
+    """End to end: a compiler that is on PATH but fails makes the CPU parity test fail
+    (exit status 1), showing the compiler's error; ``KNN_FUSED=0`` makes it a skip."""
+    cxx = tmp_path / "broken-c++"
+    cxx.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo "c++ (GCC) 12.2.0"; exit 0; fi\n'
+                   "echo 'string_kernel_cpu.cpp:1:1: error: simulated compiler failure' >&2\nexit 1\n")
+    cxx.chmod(0o755)
+    broken = run_parity_test(tmp_path, CXX=str(cxx), KNN_FUSED=None)
+    out = broken.stdout + broken.stderr
+    assert broken.returncode == 1, out[-3000:]
+    assert "failed to build although its compilers are on PATH" in out
+    assert "error: simulated compiler failure" in out
+    assert "ERROR at setup of test_float32_parity[cpu]" in out  # require_fused fails it
+
+    off = run_parity_test(tmp_path, CXX=str(cxx), KNN_FUSED="0")
+    out = off.stdout + off.stderr
+    assert off.returncode == 0, out[-3000:]
+    assert "fused cpu op not run here: off (KNN_FUSED=0)" in out and "ERROR" not in out

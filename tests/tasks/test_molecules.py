@@ -259,11 +259,12 @@ def test_user_csv_trains_with_random_split(compose_cfg, user_csv: Path, tmp_path
 def test_invalid_smiles_stops_with_one_line(compose_cfg, tmp_path: Path) -> None:
     with pytest.raises(DataError) as err:
         mol_csv(compose_cfg, tmp_path / "run", with_invalid_row(tmp_path), "data.on_invalid=error")
-    msg = str(err.value)
-    assert "row 9 (line 11)" in msg and "non-numeric target 'n/a'" in msg and "\n" not in msg
+    msg = str(err.value)  # row 5's SMILES comes first in the file, before row 9's target
+    assert "row 5 (column 'smiles'): unparseable SMILES 'C1CC('" in msg and "\n" not in msg
+    assert msg.endswith("; set data.on_invalid=skip to leave such rows out")
     rows = molecule_rows(2)
-    rows.insert(5, ["C1CC(", "2.0"])
-    with pytest.raises(DataError, match=r"row 5 \(column 'smiles'\): unparseable SMILES 'C1CC\('"):
+    rows.insert(9, ["CCO", "n/a"])
+    with pytest.raises(DataError, match=r"row 9 \(line 11\): non-numeric target 'n/a'"):
         mol_csv(compose_cfg, tmp_path / "run2", write_csv(tmp_path / "bad2.csv", rows, ["smiles", "y"]))
 
 
@@ -313,3 +314,96 @@ def test_smoke_on_the_real_mirror(compose_cfg, tmp_path: Path) -> None:
     result = train(compose_cfg(args), overrides=args)
     assert result["extra"]["data"]["sizes"] == {"train": 64, "valid": 2997, "test": 2999}
     assert 3.0 < result["extra"]["data"]["target"]["mean"] < 5.0
+
+
+# --------------------------------------------------------------------------- #
+# Each task's own training defaults; run health (issue #22)
+# --------------------------------------------------------------------------- #
+
+
+def test_mol_csv_brings_its_own_training_defaults(compose_cfg) -> None:
+    """Without train=..., task=mol_csv trained with PTB's SGD (lr 1.0, clip 5): loss 7.8e14.
+    Now each molecule task selects its optimiser; train.* and train=<name> still override."""
+    t = resolve_config(compose_cfg(["task=mol_csv", "model=wln"])).train
+    assert (t.optimizer, t.lr, t.clip, t.schedule) == ("adam", 1e-3, None, "exponential")
+    t = resolve_config(compose_cfg(["task=cep", "model=wln"])).train
+    assert (t.optimizer, t.lr, t.lr_decay, t.max_epochs, t.clip) == ("adam", 1e-3, 0.9, 51, None)
+    t = resolve_config(compose_cfg(["task=mol_csv", "model=wln", "train.lr=0.01"])).train
+    assert (t.optimizer, t.lr) == ("adam", 0.01)
+    t = resolve_config(compose_cfg(["task=mol_csv", "model=wln", "train=molecules"])).train
+    assert (t.lr_decay, t.max_epochs, t.patience) == (0.9, 51, None)  # the authors' schedule
+    t = resolve_config(compose_cfg(["task=mol_csv", "model=wln", "train=default"])).train
+    assert (t.optimizer, t.lr) == ("sgd", 1.0)  # asked for by name: still possible
+
+
+def test_mol_csv_schedule_is_in_epochs_of_the_users_data(compose_cfg) -> None:
+    """One epoch = one pass, no re-sampling, early stopping; the lr at the last epoch is still
+    well above the 5e-6 at which the authors' schedule stops, so more epochs still train."""
+    cfg = resolve_config(compose_cfg(["task=mol_csv", "model=wln"]))
+    t = cfg.train
+    assert cfg.task.samples_per_epoch is None and cfg.task.resample is False
+    assert t.patience is not None and t.patience < t.max_epochs
+    last = lr_at(t.max_epochs - 1, t.lr, t.schedule, t.lr_decay, t.lr_decay_epoch)
+    assert last > 5e-6 * 5
+    assert lr_at(2 * t.max_epochs - 1, t.lr, t.schedule, t.lr_decay, t.lr_decay_epoch) < last
+
+
+def test_run_length_estimate() -> None:
+    from knn.tasks.molecules import describe_run_length
+
+    line = describe_run_length(n_train=800, samples_per_epoch=800, resample=False, batch_size=20,
+                               steps_per_epoch=40, max_epochs=300, max_steps=None, patience=30,
+                               metric="rmse", lr_first=1e-3, lr_last=4.9e-5)
+    assert line.startswith("run length: an epoch is 1 pass over 800 training molecules = 40 "
+                           "steps of 20; at most 300 epochs = 12,000 steps (train.max_epochs); "
+                           "stops early after 30 epochs without a better valid rmse")
+    cep = describe_run_length(n_train=23982, samples_per_epoch=100_000, resample=True,
+                              batch_size=20, steps_per_epoch=5000, max_epochs=51, max_steps=7500,
+                              patience=None, metric="rmse", lr_first=1e-3, lr_last=5.2e-6)
+    assert "100,000 molecules drawn from 23,982 (re-sampled toward rare targets)" in cep
+    assert "at most 7,500 steps = 1.5 epochs (train.max_steps)" in cep and "no early stop" in cep
+    assert "no gradient steps" in describe_run_length(
+        n_train=10, samples_per_epoch=10, resample=False, batch_size=20, steps_per_epoch=0,
+        max_epochs=1, max_steps=None, patience=None, metric="rmse", lr_first=1e-3, lr_last=1e-3)
+
+
+def test_mol_csv_logs_its_length_and_is_healthy_or_says_so(compose_cfg, user_csv: Path,
+                                                           tmp_path: Path, caplog) -> None:
+    args = ["task=mol_csv", "model=wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path}",
+            f"data.path={user_csv}", "data.target_column=y", f"data.cache_dir={tmp_path / 'c'}"]
+    with caplog.at_level("INFO"):
+        result = train(compose_cfg(args), overrides=args)
+    assert any(r.getMessage().startswith("run length: an epoch is 12 molecules drawn from 32")
+               for r in caplog.records)  # debug=smoke: 12 a epoch; 3 batches of 4
+    health = json.loads((tmp_path / "result.json").read_text())["health"]
+    assert health == result["health"] and health["diverged"] is False
+    assert health["constant_baseline_name"] == "train-mean predictor"
+
+
+def test_exploding_run_is_flagged(compose_cfg, user_csv: Path, tmp_path: Path, caplog) -> None:
+    """SGD at lr 1e6: finite but enormous losses. The run finishes, and says what happened."""
+    args = ["task=mol_csv", "model=wln", "train=default", "train.lr=1e6", "debug=smoke",
+            "device=cpu", f"run_dir={tmp_path}", f"data.path={user_csv}",
+            "data.target_column=y", f"data.cache_dir={tmp_path / 'c'}"]
+    with caplog.at_level("WARNING", logger="knn.train.health"):
+        train(compose_cfg(args), overrides=args)
+    health = json.loads((tmp_path / "result.json").read_text())["health"]
+    assert health["diverged"] is True and health["beats_constant_baseline"] is False
+    assert health["train_loss"]["last"] > 1e6 * health["train_loss"]["constant"]
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(m.startswith("training diverged") for m in messages)
+    assert any("no better than the train-mean predictor" in m for m in messages)
+
+
+def test_mean_predictor_is_the_constant_baseline(user_csv: Path) -> None:
+    """The task's constant baseline is what the fitted mean model scores (and no better)."""
+    task = make_task(user_csv)
+    model = task.build_model(MODELS["mean"][1]())
+    task.start_epoch(0)
+    base = task.constant_baseline()
+    assert base.metric == pytest.approx(task.evaluate(model, "valid")["rmse"], rel=1e-6)
+    assert base.train_loss == pytest.approx(1.0) and not base.log_loss  # standardised targets
+    limited = make_task(user_csv, eval_batch_size=2, limit_eval_batches=1)
+    y = limited.splits["valid"].targets.double()[:2]
+    mean = limited.splits["train"].targets.double().mean()
+    assert limited.constant_baseline().metric == pytest.approx(float((y - mean).pow(2).mean().sqrt()))

@@ -67,3 +67,19 @@ def test_unknown_model_name(compose_cfg) -> None:
 def test_unknown_schedule_is_config_error(compose_cfg) -> None:
     with pytest.raises(ConfigError, match="train: schedule must be one of"):
         resolve_config(compose_cfg(["train.schedule=cosine"]))
+
+
+@pytest.mark.parametrize("task, model, preset", [
+    ("ptb", "knn_lm", "default"), ("sst", "knn_sst", "sst"), ("cep", "wln", "molecules"),
+    ("mol_csv", "wln", "mol_csv"),
+])
+def test_each_task_brings_its_training_defaults(compose_cfg, task: str, model: str,
+                                                preset: str) -> None:
+    """`task=<t>` alone trains with the task's own train/ preset (its YAML selects it); a
+    `train=<name>` on the command line still replaces it (issue #22)."""
+    plain = resolve_config(compose_cfg([f"task={task}", f"model={model}"])).train
+    named = resolve_config(compose_cfg([f"task={task}", f"model={model}", f"train={preset}"]))
+    assert plain == named.train
+    other = "sst" if preset != "sst" else "default"
+    assert resolve_config(compose_cfg([f"task={task}", f"model={model}",
+                                       f"train={other}"])).train != plain

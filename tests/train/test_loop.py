@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 import torch
@@ -18,10 +17,19 @@ RESULT_KEYS = {
 
 
 @pytest.mark.parametrize("experiment", experiment_names("ptb"))
-def test_every_experiment_runs(train_smoke, tmp_path, experiment: str) -> None:
-    result = train_smoke(tmp_path, f"experiment={experiment}")
+def test_every_experiment_learns(compose_cfg, ptb_fixture, tmp_path, experiment: str) -> None:
+    """Two whole epochs of each PTB experiment, smoke-sized, on tests/fixtures/ptb beat the
+    train unigram predictor's test perplexity (36.2; uniform: 47) by 15%: each model learns
+    context. Measured with these overrides (torch 2.13, CPU): 6.8 (lstm_5m) to 28.3
+    (gated_vd_20m, the most dropout)."""
+    from knn.train import train
+
+    args = ["debug=smoke", f"run_dir={tmp_path}", f"experiment={experiment}",
+            "task.limit_train_batches=null", f"task.data.dir={ptb_fixture.dir}",
+            f"task.data.cache_dir={tmp_path / 'cache'}"]
+    result = train(compose_cfg(args), overrides=args)
     assert result["variant"] == experiment.split("/")[1]
-    assert math.isfinite(result["metrics"]["test"]["ppl"])
+    assert result["metrics"]["test"]["ppl"] < 0.85 * ptb_fixture.unigram_ppl()
 
 
 def test_outputs(train_smoke, tmp_path) -> None:
@@ -91,11 +99,14 @@ def test_run_dir_with_checkpoint_needs_resume(train_smoke, tmp_path) -> None:
         train_smoke(tmp_path)
 
 
-def test_budget_marks_result(train_smoke, tmp_path) -> None:
+def test_budget_marks_result(train_smoke, fake_ptb, tmp_path) -> None:
     result = train_smoke(tmp_path, "train.max_minutes=1e-9")
     assert result["budgeted"] is True and result["budget_minutes"] == 1e-9
     assert result["stop_reason"] == "max_minutes" and result["steps"] == 1
-    assert (tmp_path / "best.pt").exists() and math.isfinite(result["metrics"]["test"]["ppl"])
+    # The one-step model was evaluated: still near uniform, ppl near the 42 types (43.8 seen).
+    vocab = len(fake_ptb.vocab)
+    assert (tmp_path / "best.pt").exists()
+    assert 0.9 * vocab < result["metrics"]["test"]["ppl"] < 1.1 * vocab
 
 
 def test_patience_stops_early(train_smoke, tmp_path) -> None:

@@ -1,22 +1,21 @@
-"""Hydra multiruns: the submitit local launcher runs every job; a failed job is recorded, not fatal."""
+"""Hydra multiruns: the submitit local launcher runs every job; a failed job is recorded, not fatal.
+
+The jobs read the PTB-format fixture (``tests/fixtures/ptb``), so no data mirror is needed.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-MIRROR = Path(os.environ.get("KNN_DATA_MIRROR") or Path(__file__).resolve().parents[3] / "shared" / "data")
-pytestmark = pytest.mark.skipif(not (MIRROR / "ptb").is_dir(), reason="no local PTB mirror")
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ptb"
 
 
 def multirun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "knn.train", "-m", "experiment=ptb/gated_5m", "debug=smoke",
-           "device=cpu", "threads=1", f"task.data.mirror={MIRROR}",
+           "device=cpu", "threads=1", f"task.data.dir={FIXTURE}",
            f"task.data.cache_dir={tmp_path / 'cache'}", *args, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
 

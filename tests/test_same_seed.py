@@ -1,0 +1,116 @@
+"""Same seed, same command, same numbers: every task's smoke run, twice, bit for bit.
+
+Issue #22: three CPU runs of one ``task=mol_csv`` command with seed 0 gave test
+RMSE 0.689 / 0.663 / 0.671; the graph layers' gradient (a multi-threaded
+scatter-add) summed in thread order. Each case here trains twice in this
+process with ``threads=2`` and compares ``result.json``'s metrics and every
+``metrics.jsonl`` number (losses, validation metrics) exactly; timing fields
+are left out. Data: the mirror at ``../shared/data`` (skipped, saying so, when
+it is absent).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from knn.train import train
+
+MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: metrics.jsonl fields that are measurements of time, not results.
+TIMING = {"valid_seconds", "elapsed"}
+
+
+def need(*files: str) -> None:
+    missing = [f for f in files if not (MIRROR / f).is_file()]
+    if missing:
+        pytest.skip(f"data mirror file(s) {', '.join(missing)} not found under {MIRROR}")
+
+
+@pytest.fixture(autouse=True)
+def restore_threads() -> Iterator[None]:
+    """``threads=2`` sets torch's thread count for the process; put it back afterwards."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def run_twice(compose_cfg, tmp_path: Path, *overrides: str) -> tuple[dict, dict, list, list]:
+    """Two runs of one command (seed 0, 2 threads, CPU) in fresh run dirs: their results
+    and their metrics.jsonl records without timing fields."""
+    out: list[Any] = []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        args = ["debug=smoke", "device=cpu", "threads=2", "seed=0", f"run_dir={run_dir}",
+                *overrides]
+        result = train(compose_cfg(args), overrides=args)
+        records = [{k: v for k, v in json.loads(line).items() if k not in TIMING}
+                   for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        out.append((result, records))
+    (a, rec_a), (b, rec_b) = out
+    return a, b, rec_a, rec_b
+
+
+def assert_identical(a: dict, b: dict, rec_a: list, rec_b: list) -> None:
+    assert a["steps"] == b["steps"] > 0
+    assert a["metrics"] == b["metrics"]  # floats compared exactly
+    assert a["health"] == b["health"]
+    assert rec_a == rec_b  # every epoch's training loss and validation metrics
+
+
+def test_ptb(compose_cfg, tmp_path: Path) -> None:
+    need("ptb/ptb.train.txt", "ptb/ptb.valid.txt", "ptb/ptb.test.txt")
+    assert_identical(*run_twice(compose_cfg, tmp_path, "experiment=ptb/gated_5m",
+                                f"task.data.mirror={MIRROR}", f"task.data.cache_dir={tmp_path}"))
+
+
+@pytest.fixture
+def parse_sst_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both runs read the same parsed trees (parsing is most of an SST smoke run's time)."""
+    import knn.tasks.sst as sst
+
+    load = sst.load_trees
+    parse = functools.lru_cache(maxsize=1)(lambda mirror, cache: load(
+        sst.SSTDataConfig(mirror=mirror, cache_dir=cache)))
+    monkeypatch.setattr(sst, "load_trees", lambda data: parse(data.mirror, data.cache_dir))
+
+
+def test_sst(compose_cfg, tmp_path: Path, parse_sst_once: None) -> None:
+    """Sentence-level training (task.phrases=false) keeps it to seconds; the step is the same."""
+    import knn.tasks.sst as sst
+
+    vectors = getattr(sst, "DEFAULT_VECTORS", None) or sst.STAND_IN_VECTORS  # the default file
+    need("sst/trees/train.txt", "sst/trees/dev.txt", "sst/trees/test.txt", vectors)
+    assert_identical(*run_twice(compose_cfg, tmp_path, "experiment=sst/gated_fine",
+                                "task.phrases=false", f"task.data.mirror={MIRROR}",
+                                f"task.data.cache_dir={tmp_path}"))
+
+
+@pytest.fixture
+def cep_slice(tmp_path: Path) -> Path:
+    """The mirror's first 200 CEP molecules as a user's CSV (task=mol_csv)."""
+    need("cep/cep-processed.csv")
+    with open(MIRROR / "cep" / "cep-processed.csv", newline="") as f:
+        rows = [row for _, row in zip(range(201), csv.reader(f))]  # header + 200
+    path = tmp_path / "cep200.csv"
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize("model", ["gated_wln", "elbp"])
+def test_molecules(compose_cfg, tmp_path: Path, cep_slice: Path, model: str) -> None:
+    """task=mol_csv on real molecules. Batches of 20 and hidden 64 (not the smoke's 4 and 8):
+    the neighbour gathers' gradients are then large enough that PyTorch's scatter-add, which
+    their backward used before, ran on both threads."""
+    assert_identical(*run_twice(compose_cfg, tmp_path, "task=mol_csv", f"model={model}",
+                                f"data.path={cep_slice}", "data.target_column=PCE",
+                                f"data.cache_dir={tmp_path / 'cache'}", "task.batch_size=20",
+                                "task.samples_per_epoch=200", "task.limit_train_batches=10",
+                                "model.hidden=64"))

@@ -17,8 +17,6 @@ outside version control; ``--record`` writes the committed measurement,
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import statistics
 import sys
@@ -30,6 +28,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from knn.io import write_json, write_text
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 from knn.ops import usage
 from knn.ops.linear import linear, onednn_enabled
@@ -202,13 +201,6 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -221,8 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     result = run(args.reps, shlex.join(["python", "-m", "knn.bench", *argv]))
     out = output_path("layers.json", args.record, args.out)
-    write_atomic(out, json.dumps(result, indent=2) + "\n")
-    write_atomic(out.with_suffix(".md"), to_markdown(result))
+    write_json(result, out)
+    write_text(out.with_suffix(".md"), to_markdown(result))
     print(f"wrote {out} and {out.with_suffix('.md')}")
 
 

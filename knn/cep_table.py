@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from knn import results
-from knn.train.provenance import REPO
+from knn.io import write_json, write_text
+from knn.paths import REPO_ROOT
+from knn.train.provenance import provenance
 
 #: Table 3's rows, top to bottom (variant names of conf/experiment/cep/).
 ORDER = ("mean", "wl_kernel", "emf", "nfp", "elbp", "wln", "gated_wln")
@@ -38,7 +41,7 @@ ORDERING = (("gated_wln", "wln", False), ("wln", "elbp", True), ("elbp", "nfp", 
 ORDERING_TEXT = "gated WLN ≤ WLN < ELBP < NFP < mean predictor"
 #: The chemprop peer run: ``result.json`` written by ``make peer-chemprop``, else the
 #: measurement reported in the issues (``reported.json``), both beside each other.
-PEER_DIR = REPO / "experiments" / "peers" / "chemprop"
+PEER_DIR = REPO_ROOT / "experiments" / "peers" / "chemprop"
 
 
 def chemprop_reference(peer_dir: Path | None = None) -> dict[str, Any] | None:
@@ -51,8 +54,8 @@ def chemprop_reference(peer_dir: Path | None = None) -> dict[str, Any] | None:
         if path.is_file():
             ref = json.loads(path.read_text())
             ref.setdefault("name", f"chemprop {ref.get('chemprop_version', '')} default D-MPNN")
-            return {**ref, "origin": origin, "file": str(path.relative_to(REPO))
-                    if path.is_relative_to(REPO) else str(path)}
+            return {**ref, "origin": origin, "file": str(path.relative_to(REPO_ROOT))
+                    if path.is_relative_to(REPO_ROOT) else str(path)}
     return None
 
 
@@ -199,13 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.out:
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        Path(f"{out}.md").write_text(text)
+        write_text(Path(f"{out}.md"), text)
         ref = chemprop_reference()
-        payload = {"rows": rows, "ordering": ordering(rows), "reference": ref,
+        command = shlex.join(["python", "-m", "knn.cep_table",
+                              *(sys.argv[1:] if argv is None else argv)])
+        payload = {**provenance(command), "rows": rows, "ordering": ordering(rows),
+                   "reference": ref,
                    "versus_reference": versus_chemprop(rows, ref),
                    "note": PAPER_NOTE}
-        Path(f"{out}.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        write_json(payload, Path(f"{out}.json"))
     return 0
 
 

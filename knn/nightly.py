@@ -57,10 +57,11 @@ from typing import Any
 
 import yaml
 
-from knn.train.checkpoint import write_json
+from knn.io import write_json
+from knn.paths import REPO_ROOT
 from knn.train.provenance import provenance
 
-EXPECTED = Path(__file__).resolve().parents[1] / "experiments" / "expected.yaml"
+EXPECTED = REPO_ROOT / "experiments" / "expected.yaml"
 
 
 #: Half-width of a band in sample standard deviations of the recorded values.

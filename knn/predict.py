@@ -49,11 +49,10 @@ import torch
 
 from knn.data.mirror import DataError
 from knn.data.molecules import ON_INVALID, collate, featurize_smiles
+from knn.errors import CheckpointError, ConfigError
 from knn.featurize import InvalidMolecule, MolFeaturizer, parse_smiles
 from knn.tasks.molecules import build_regressor
 from knn.train import checkpoint as ckpt_io
-from knn.train.checkpoint import CheckpointError
-from knn.train.config import ConfigError
 from knn.train.loop import pick_device
 
 #: Endings that make a missing ``input=`` a mistyped file rather than SMILES.

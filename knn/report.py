@@ -41,10 +41,10 @@ from knn import cep_table
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
 from knn.results import (RESULTS_ROOT, aggregate, collect, collect_failed, fmt_metric, markdown,
                          pm, protocol, run_key)
+from knn.paths import CONF_DIR, REPO_ROOT
 from knn.tasks.sst import DEFAULT_VECTORS
-from knn.train.config import CONF_DIR, experiment_names
+from knn.train.config import experiment_names
 
-REPO = CONF_DIR.parent
 BENCH = "experiments/bench/layers.json"
 REPORT = "experiments/report"
 FIG2_PNG, BENCH_PNG = "fig2_decay_variants.png", "bench_ratios.png"
@@ -179,7 +179,7 @@ def _cell(text: Any) -> str:
 def _shown(path: Path) -> str:
     """A path as the report names it: relative to the repository when inside it."""
     try:
-        return path.relative_to(REPO).as_posix()
+        return path.relative_to(REPO_ROOT).as_posix()
     except ValueError:
         return path.as_posix()
 

@@ -36,11 +36,14 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import shlex
 import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
+
+from knn.io import write_json, write_text
 
 #: Where ``python -m knn.results`` looks when given no root (relative to the working folder).
 RESULTS_ROOT = "experiments/results"
@@ -229,14 +232,16 @@ def markdown(rows: list[dict[str, Any]], title: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = None) -> None:
-    """``PREFIX.md`` and ``PREFIX.json``."""
-    from knn.train.checkpoint import write_json
+def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = None,
+          command: str = "") -> None:
+    """``PREFIX.md`` and ``PREFIX.json`` (with the provenance of this table: the command
+    that made it, commit, machine), each written atomically."""
+    from knn.train.provenance import provenance  # here: it imports torch, which a table needs not
 
     prefix = Path(prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    prefix.with_suffix(".md").write_text(markdown(rows, title))
-    write_json({"title": title, "groups": rows}, prefix.with_suffix(".json"))
+    write_text(prefix.with_suffix(".md"), markdown(rows, title))
+    write_json({**provenance(command), "title": title, "groups": rows},
+               prefix.with_suffix(".json"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     rows = aggregate(runs)
     if args.out:
-        write(rows, args.out, args.title)
+        argv_shown = sys.argv[1:] if argv is None else argv
+        write(rows, args.out, args.title, shlex.join(["python", "-m", "knn.results", *argv_shown]))
     print(markdown(rows, args.title), end="")
     return 0
 

@@ -1,14 +1,19 @@
-"""Shared fixtures: compose configs like the CLI does, a tiny PTB stand-in, the PTB-format
-files of ``tests/fixtures/ptb``, and the rule for tests that need the fused op."""
+"""Shared fixtures: compose configs like the CLI does, a tiny PTB stand-in, the data files
+made for the tests (``tests/fixtures/{ptb,sst,cep}``, so that no test needs the data mirror
+unless it checks the real files), and the rule for tests that need the fused op."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 import math
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -76,6 +81,91 @@ PTB_FIXTURE = PTBFixture(Path(__file__).resolve().parent / "fixtures" / "ptb", v
 @pytest.fixture
 def ptb_fixture() -> PTBFixture:
     return PTB_FIXTURE
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@dataclass(frozen=True)
+class SSTFixture:
+    """SST-format files made for the tests (``tests/fixtures/sst``, see its make_fixture.py):
+    ``trees/{train,dev,test}.txt`` (48 / 16 / 16 sentences, every node labelled 0-4) and
+    ``vectors.txt`` (8-d, uncased, no vector for ``1/2`` and ``auteurish``).
+
+    The SST task reads trees only from a data mirror, checksum-verified:
+    :meth:`write_mirror` lays the files out as one and returns the checksums it needs.
+    """
+
+    dir: Path
+
+    def write_mirror(self, root: Path) -> dict[str, str]:
+        """Write a data mirror under ``root``: the trees at their mirror names, the vectors
+        gzipped at the default vectors' name; return ``{name: sha256}`` of what it wrote
+        (to add to :data:`knn.data.mirror.CHECKSUMS`, which pins the real files)."""
+        from knn.data.sst import SST_FILES
+        from knn.tasks.sst import DEFAULT_VECTORS
+
+        files = {name: (self.dir / "trees" / f"{split}.txt").read_bytes()
+                 for split, name in SST_FILES.items()}
+        files[DEFAULT_VECTORS] = gzip.compress((self.dir / "vectors.txt").read_bytes(), mtime=0)
+        for name, data in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(data)
+        return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+
+
+SST_FIXTURE = SSTFixture(FIXTURES / "sst")
+#: 90 CEP-like molecules with a computed ``PCE`` column (``tests/fixtures/cep``, see its
+#: make_fixture.py): ``task=mol_csv data.path=... data.target_column=PCE``.
+CEP_FIXTURE = FIXTURES / "cep" / "cep.csv"
+
+
+@pytest.fixture
+def sst_fixture() -> SSTFixture:
+    return SST_FIXTURE
+
+
+@pytest.fixture
+def sst_fixture_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data mirror of the SST fixture, its checksums added to the table (in this process)."""
+    from knn.data import mirror
+
+    root = tmp_path / "sst_mirror"
+    monkeypatch.setattr(mirror, "CHECKSUMS", {**mirror.CHECKSUMS, **SST_FIXTURE.write_mirror(root)})
+    monkeypatch.delenv(mirror.ENV_MIRROR, raising=False)
+    return root
+
+
+@pytest.fixture
+def cep_fixture() -> Path:
+    return CEP_FIXTURE
+
+
+#: A ``python -c`` program: ``python -m knn.train ARGS`` (its ``__main__``, run by runpy as
+#: ``-m`` does) after adding the JSON table of argv[1] to ``knn.data.mirror.CHECKSUMS``.
+#: For tests only: monkeypatch does not reach a subprocess, and knn has no switch that
+#: accepts other checksums, so a CLI test on a fake mirror (:meth:`SSTFixture.write_mirror`)
+#: runs this instead.
+_CLI_WITH_CHECKSUMS = (
+    "import json, runpy, sys\n"
+    "import knn.data.mirror as m\n"
+    "m.CHECKSUMS = {**m.CHECKSUMS, **json.loads(sys.argv.pop(1))}\n"
+    "runpy.run_module('knn.train', run_name='__main__', alter_sys=True)\n"
+)
+
+
+def knn_train_command(checksums: Mapping[str, str] | None = None) -> list[str]:
+    """The argv of ``python -m knn.train``; with ``checksums``, a CLI that also accepts
+    those files (:data:`_CLI_WITH_CHECKSUMS`). Append the arguments."""
+    if not checksums:
+        return [sys.executable, "-m", "knn.train"]
+    return [sys.executable, "-c", _CLI_WITH_CHECKSUMS, json.dumps(dict(checksums))]
+
+
+@pytest.fixture(name="knn_train_command")
+def knn_train_command_fixture() -> Callable[..., list[str]]:
+    """:func:`knn_train_command`, for tests that run the CLI in a subprocess."""
+    return knn_train_command
 
 
 @pytest.fixture

@@ -5,6 +5,9 @@ subprocess and checks its whole stderr: one line ``error: <message>`` and
 exit status 1 (never a traceback), or, for ``data.on_invalid=skip``, a
 finished run that counted what it left out. Lost work is checked where work
 exists: a diverging run and a full disk keep the last good checkpoint.
+No case needs the data mirror: PTB runs read ``tests/fixtures/ptb`` (``task.data.dir``),
+SST runs a mirror written from ``tests/fixtures/sst`` whose checksums the CLI is handed
+(``knn_train_command`` in conftest.py: the same ``knn.train`` ``__main__``, run by runpy).
 Unit-level variants of most cases live beside their modules' tests.
 """
 
@@ -22,28 +25,29 @@ from pathlib import Path
 
 import pytest
 
+from knn import io as knn_io
 from knn.data import mirror
+from knn.errors import CheckpointError
 from knn.train import checkpoint
-from knn.train.checkpoint import CheckpointError
 from knn.train.loop import NonFiniteLoss
 
-MIRROR = Path(os.environ.get("KNN_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data")
-needs_mirror = pytest.mark.skipif(not (MIRROR / "ptb").is_dir() or not (MIRROR / "sst").is_dir(),
-                                  reason="no local data mirror")
 PTB_SHA = "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"
 GOOD = [("CCO", "1.0"), ("c1ccccc1", "2.0"), ("CCN", "0.5"), ("CCCC", "1.5")] * 5  # rows 0-19
 MOL = ["task=mol_csv", "model=gated_wln", "train=molecules", "data.target_column=y"]
-SST = ["experiment=sst/gated_fine", f"task.data.mirror={MIRROR}"]
+SST = ["experiment=sst/gated_fine"]
 
 
-def knn_train(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    """The CLI on a smoke config, offline (a proxy that refuses every connection)."""
+def knn_train(tmp: Path, *args: str,
+              command: list[str] | None = None) -> subprocess.CompletedProcess:
+    """The CLI on a smoke config, offline (a proxy that refuses every connection).
+    ``command``: the argv that runs ``knn.train`` (default ``python -m knn.train``)."""
     env = {**os.environ, "https_proxy": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9",
            "OMP_NUM_THREADS": "1"}
     env.pop("KNN_DATA_MIRROR", None)
     if not any(a.startswith("hydra.run.dir=") for a in args):
         args = (*args, f"hydra.run.dir={tmp / 'run'}")
-    return subprocess.run([sys.executable, "-m", "knn.train", "debug=smoke", "device=cpu", *args],
+    command = command or [sys.executable, "-m", "knn.train"]
+    return subprocess.run([*command, "debug=smoke", "device=cpu", *args],
                           cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -131,7 +135,6 @@ def _vector_line(word: str, n: int = 300) -> str:
     return word + " " + " ".join(["0.1"] * n) + "\n"
 
 
-@needs_mirror
 @pytest.mark.parametrize(("name", "content", "message"), [
     ("garbled.txt", _vector_line("the") + "film " + "0.1 " * 299 + "x\n",
      r"{path}:2: garbled vector values \(could not convert string to float: 'x'\)"),
@@ -141,14 +144,19 @@ def _vector_line(word: str, n: int = 300) -> str:
      r"{path}: unreadable after line \d+: Compressed file ended before the end-of-stream "
      r"marker was reached"),
 ])
-def test_bad_vector_file(tmp_path: Path, name: str, content: str | None, message: str) -> None:
+def test_bad_vector_file(tmp_path: Path, sst_fixture, knn_train_command, name: str,
+                         content: str | None, message: str) -> None:
+    """The SST trees come from a mirror of the SST fixture; its vocabulary has "the" and "film"."""
+    sst_mirror = tmp_path / "mirror"
+    command = knn_train_command(sst_fixture.write_mirror(sst_mirror))
     path = tmp_path / name
     if content is None:  # a gzip cut in half
         whole = gzip.compress("".join(_vector_line(f"w{i}") for i in range(3000)).encode())
         path.write_bytes(whole[: len(whole) // 2])
     else:
         path.write_text(content)
-    proc = knn_train(tmp_path, *SST, f"task.vectors.path={path}")
+    proc = knn_train(tmp_path, *SST, f"task.data.mirror={sst_mirror}", f"task.vectors.path={path}",
+                     command=command)
     assert re.fullmatch(message.format(path=re.escape(str(path))), one_line_error(proc))
 
 
@@ -183,14 +191,14 @@ def test_data_missing_without_mirror_or_network(tmp_path: Path) -> None:
 # Checkpoints, config, training, output
 # --------------------------------------------------------------------------- #
 
-@needs_mirror
 @pytest.mark.parametrize(("content", "reason"), [
     (b"not a checkpoint at all", "Weights only load failed"),
     (None, "PytorchStreamReader failed reading zip archive: failed finding central directory"),
 ])
-def test_corrupt_or_truncated_checkpoint(tmp_path: Path, content: bytes | None, reason: str) -> None:
+def test_corrupt_or_truncated_checkpoint(tmp_path: Path, ptb_fixture, content: bytes | None,
+                                        reason: str) -> None:
     run = tmp_path / "run"
-    base = (f"task.data.mirror={MIRROR}",)  # the default id cache: built once, shared
+    base = (f"task.data.dir={ptb_fixture.dir}",)  # PTB-format files, no mirror needed
     if content is None:  # a real checkpoint, cut short
         assert knn_train(tmp_path, *base, "train.max_epochs=1").returncode == 0
         content = (run / "last.pt").read_bytes()[:1000]
@@ -214,11 +222,11 @@ def test_bad_config(tmp_path: Path, override: str, message: str) -> None:
     assert one_line_error(knn_train(tmp_path, override)) == message
 
 
-@needs_mirror
-def test_loss_diverging_mid_training_keeps_last_good_checkpoint(tmp_path: Path) -> None:
+def test_loss_diverging_mid_training_keeps_last_good_checkpoint(tmp_path: Path,
+                                                               ptb_fixture) -> None:
     # lr 1e30: step 1's loss is finite and its weights too (huge); step 2's loss is NaN.
     run = tmp_path / "run"
-    proc = knn_train(tmp_path, f"task.data.mirror={MIRROR}",
+    proc = knn_train(tmp_path, f"task.data.dir={ptb_fixture.dir}",
                      "train.lr=1e30", "train.checkpoint_every=1")
     assert one_line_error(proc) == ("loss is nan at step 2 (epoch 0, batch 1); stopped, "
                                     f"last good checkpoint: {run / 'last.pt'}")
@@ -265,7 +273,7 @@ def test_disk_full_keeps_previous_checkpoint(train_smoke, tmp_path: Path, monkey
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(mirror.os, "fsync", full)  # atomic_write's flush to disk
+    monkeypatch.setattr(knn_io.os, "fsync", full)  # knn.io.atomic_write's flush to disk
     with pytest.raises(CheckpointError) as err:
         train_smoke(tmp_path, "train.resume=true")
     # best.pt is written first when the epoch improved, else last.pt: either keeps its old copy

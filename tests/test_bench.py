@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from knn import bench
+from knn.io import write_json
 
 COMMAND = "python -m knn.bench --reps 2"
 
@@ -34,7 +35,7 @@ def test_run_reports_every_case_with_consistent_ratios(tiny, tmp_path):
     assert product["ratio_aten_vs_knn"] == pytest.approx(product["aten_ms"] / product["knn_ms"], rel=0.05)
     assert "| tiny_product (128, 64, 96) |" in table
     out = tmp_path / "layers.json"
-    bench.write_atomic(out, json.dumps(result))
+    write_json(result, out)
     assert json.loads(out.read_text())["cases"] == result["cases"]
 
 

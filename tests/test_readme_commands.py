@@ -39,9 +39,11 @@ Running ("run"): with bash, in the repository root, after the block's
 data mirror when there is one. A ``knn.train`` command gets ``debug=smoke``
 (unless it names a ``debug=``) and a temporary ``hydra.run.dir`` and
 ``hydra.sweep.dir`` (replacing its own), so runs are smoke-sized and nothing
-lands in the checkout. A ``knn.train`` command that trains needs the data
-mirror (``$KNN_DATA_MIRROR``, else ``../shared/data`` beside the checkout):
-without one it is skipped, saying so. The exit status must be 0. Run only
+lands in the checkout. A ``knn.train`` command that trains reads the data
+mirror (``$KNN_DATA_MIRROR``, else ``../shared/data`` beside the checkout);
+without one, a PTB run reads the test fixture ``tests/fixtures/ptb`` instead
+(``task.data.dir``) and another task's run is skipped, saying so. The exit
+status must be 0. Run only
 commands that take seconds: the whole file should stay well under two minutes.
 """
 
@@ -295,8 +297,25 @@ def trains(words: list[str]) -> bool:
     return parsed is not None and runs_jobs(parsed)
 
 
-def run_command(command: Command, tmp: Path) -> subprocess.CompletedProcess:
-    """Run ``command`` for real (see the module doc), after its block's exports."""
+def trains_ptb(words: list[str]) -> bool:
+    """Whether a knn.train command, not a sweep, runs the PTB task (its composed ``task.name``)."""
+    from hydra import compose, initialize_config_dir
+
+    from knn.train.__main__ import parse_command, primary_config_dir
+
+    parsed = parse_command(knn_invocation(words)[1])
+    config_dir = None if parsed is None or parsed.multirun else primary_config_dir(parsed)
+    if config_dir is None:
+        return False
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        cfg = compose(config_name=parsed.config_name or "train", overrides=parsed.overrides,
+                      return_hydra_config=True)
+    return cfg.task.name == "ptb"
+
+
+def run_command(command: Command, tmp: Path, ptb_dir: Path) -> subprocess.CompletedProcess:
+    """Run ``command`` for real (see the module doc), after its block's exports; ``ptb_dir``:
+    PTB-format files for a PTB run when there is no data mirror."""
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     if MIRROR.is_dir():
@@ -311,8 +330,10 @@ def run_command(command: Command, tmp: Path) -> subprocess.CompletedProcess:
     invocation = knn_invocation(words)
     if invocation and invocation[0] == "knn.train":
         if trains(words) and not MIRROR.is_dir():
-            pytest.skip(f"{command.where}: no data mirror at {MIRROR} (set KNN_DATA_MIRROR); "
-                        "this README command trains on the real data")
+            if not trains_ptb(words):
+                pytest.skip(f"{command.where}: no data mirror at {MIRROR} (set KNN_DATA_MIRROR); "
+                            "this README command trains on the real data")
+            words = [*words, f"task.data.dir={ptb_dir}"]
         words = smoke_sized(words, tmp)
     return subprocess.run(shlex.join(words), shell=True, executable="/bin/bash", cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=300)
@@ -341,11 +362,11 @@ CASES = _cases()
 
 
 @pytest.mark.parametrize(("command", "action"), CASES)
-def test_readme_command(command: Command, action: str, tmp_path: Path) -> None:
+def test_readme_command(command: Command, action: str, tmp_path: Path, ptb_fixture) -> None:
     if action == "skip":
         pytest.skip(f"{command.where}: marked skip ({command.block.reason})")
     if action == "run":
-        proc = run_command(command, tmp_path)
+        proc = run_command(command, tmp_path, ptb_fixture.dir)
         assert proc.returncode == 0, (
             f"{command.where}: `{command.text}` exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         return

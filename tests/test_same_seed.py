@@ -5,14 +5,13 @@ RMSE 0.689 / 0.663 / 0.671; the graph layers' gradient (a multi-threaded
 scatter-add) summed in thread order. Each case here trains twice in this
 process with ``threads=2`` and compares ``result.json``'s metrics and every
 ``metrics.jsonl`` number (losses, validation metrics) exactly; timing fields
-are left out. Data: the mirror at ``../shared/data`` (skipped, saying so, when
-it is absent).
+are left out. Data: the files made for the tests (``tests/fixtures``: PTB-format
+text, SST trees and vectors served as a mirror, 90 CEP-like molecules), so every
+case runs on every machine, with or without the data mirror.
 """
 
 from __future__ import annotations
 
-import csv
-import functools
 import json
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,15 +21,8 @@ import torch
 
 from knn.train import train
 
-MIRROR = Path(__file__).resolve().parents[2] / "shared" / "data"
 #: metrics.jsonl fields that are measurements of time, not results.
 TIMING = {"valid_seconds", "elapsed"}
-
-
-def need(*files: str) -> None:
-    missing = [f for f in files if not (MIRROR / f).is_file()]
-    if missing:
-        pytest.skip(f"data mirror file(s) {', '.join(missing)} not found under {MIRROR}")
 
 
 @pytest.fixture(autouse=True)
@@ -64,53 +56,28 @@ def assert_identical(a: dict, b: dict, rec_a: list, rec_b: list) -> None:
     assert rec_a == rec_b  # every epoch's training loss and validation metrics
 
 
-def test_ptb(compose_cfg, tmp_path: Path) -> None:
-    need("ptb/ptb.train.txt", "ptb/ptb.valid.txt", "ptb/ptb.test.txt")
+def test_ptb(compose_cfg, tmp_path: Path, ptb_fixture) -> None:
     assert_identical(*run_twice(compose_cfg, tmp_path, "experiment=ptb/gated_5m",
-                                f"task.data.mirror={MIRROR}", f"task.data.cache_dir={tmp_path}"))
-
-
-@pytest.fixture
-def parse_sst_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both runs read the same parsed trees (parsing is most of an SST smoke run's time)."""
-    import knn.tasks.sst as sst
-
-    load = sst.load_trees
-    parse = functools.lru_cache(maxsize=1)(lambda mirror, cache: load(
-        sst.SSTDataConfig(mirror=mirror, cache_dir=cache)))
-    monkeypatch.setattr(sst, "load_trees", lambda data: parse(data.mirror, data.cache_dir))
-
-
-def test_sst(compose_cfg, tmp_path: Path, parse_sst_once: None) -> None:
-    """Sentence-level training (task.phrases=false) keeps it to seconds; the step is the same."""
-    import knn.tasks.sst as sst
-
-    vectors = getattr(sst, "DEFAULT_VECTORS", None) or sst.STAND_IN_VECTORS  # the default file
-    need("sst/trees/train.txt", "sst/trees/dev.txt", "sst/trees/test.txt", vectors)
-    assert_identical(*run_twice(compose_cfg, tmp_path, "experiment=sst/gated_fine",
-                                "task.phrases=false", f"task.data.mirror={MIRROR}",
+                                f"task.data.dir={ptb_fixture.dir}",
                                 f"task.data.cache_dir={tmp_path}"))
 
 
-@pytest.fixture
-def cep_slice(tmp_path: Path) -> Path:
-    """The mirror's first 200 CEP molecules as a user's CSV (task=mol_csv)."""
-    need("cep/cep-processed.csv")
-    with open(MIRROR / "cep" / "cep-processed.csv", newline="") as f:
-        rows = [row for _, row in zip(range(201), csv.reader(f))]  # header + 200
-    path = tmp_path / "cep200.csv"
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
-    return path
+def test_sst(compose_cfg, tmp_path: Path, sst_fixture_mirror: Path) -> None:
+    """Sentence-level training (task.phrases=false) keeps it to seconds; the step is the same.
+    The trees and the default vectors come from a mirror of the SST fixture."""
+    assert_identical(*run_twice(compose_cfg, tmp_path, "experiment=sst/gated_fine",
+                                "task.phrases=false", f"task.data.mirror={sst_fixture_mirror}",
+                                f"task.data.cache_dir={tmp_path}"))
 
 
 @pytest.mark.parametrize("model", ["gated_wln", "elbp"])
-def test_molecules(compose_cfg, tmp_path: Path, cep_slice: Path, model: str) -> None:
-    """task=mol_csv on real molecules. Batches of 20 and hidden 64 (not the smoke's 4 and 8):
-    the neighbour gathers' gradients are then large enough that PyTorch's scatter-add, which
-    their backward used before, ran on both threads."""
+def test_molecules(compose_cfg, tmp_path: Path, cep_fixture: Path, model: str) -> None:
+    """task=mol_csv on the CEP-like fixture (oligomers of ~19 heavy atoms, as CEP's). Batches
+    of 20 and hidden 64 (not the smoke's 4 and 8): the neighbour gathers' gradients are then
+    large enough that PyTorch's scatter-add, which their backward used before, ran on both
+    threads (with that backward put back, both models' runs differ on this data)."""
     assert_identical(*run_twice(compose_cfg, tmp_path, "task=mol_csv", f"model={model}",
-                                f"data.path={cep_slice}", "data.target_column=PCE",
+                                f"data.path={cep_fixture}", "data.target_column=PCE",
                                 f"data.cache_dir={tmp_path / 'cache'}", "task.batch_size=20",
                                 "task.samples_per_epoch=200", "task.limit_train_batches=10",
                                 "model.hidden=64"))

@@ -41,10 +41,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from knn.train.checkpoint import write_json
+from knn.io import write_json
+from knn.paths import REPO_ROOT
 from knn.train.config import reference_config
 from knn.train.protocol import experiment_of_command, protocol_label
-from knn.train.provenance import NOT_RECORDED, REPO
+from knn.train.provenance import NOT_RECORDED
 
 PROVENANCE_KEYS = ("git_commit", "command", "machine", "torch_version", "ops")
 SCRIPT = "experiments/migrations/relabel_protocol.py"
@@ -84,7 +85,7 @@ def relabel(data: dict[str, Any], reference: Callable[[str | None], dict[str, An
     return data["protocol"]
 
 
-def committed_json(root: Path = REPO) -> list[Path]:
+def committed_json(root: Path = REPO_ROOT) -> list[Path]:
     """The JSON files under ``experiments/`` that git tracks."""
     out = subprocess.run(["git", "ls-files", "-z", "--", "experiments/*.json"], cwd=root,
                          capture_output=True, text=True, check=True).stdout

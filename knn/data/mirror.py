@@ -29,16 +29,16 @@ import http.client
 import json
 import os
 import shutil
-import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 from urllib.request import urlopen
 
 import numpy as np
+
+from knn.io import atomic_write
+from knn.paths import REPO_ROOT
 
 ENV_MIRROR = "KNN_DATA_MIRROR"
 ENV_CACHE = "KNN_DATA_CACHE"
@@ -187,11 +187,6 @@ def verify(path: Path, expected: str, name: str) -> Path:
     return path
 
 
-def repo_root() -> Path:
-    """The directory holding the ``knn`` package (the repository in a checkout)."""
-    return Path(__file__).resolve().parents[2]
-
-
 def _as_path(value: str | Path | None) -> Path | None:
     """Treat ``None`` and ``""`` (what an unset config field often holds) as unset."""
     if value is None or str(value) == "":
@@ -201,7 +196,7 @@ def _as_path(value: str | Path | None) -> Path | None:
 
 def _default_mirror_dirs() -> list[Path]:
     """Conventional mirror places beside the checkout, in search order."""
-    return [repo_root().parent / "shared" / "data", Path.cwd().parent / "shared" / "data"]
+    return [REPO_ROOT.parent / "shared" / "data", Path.cwd().parent / "shared" / "data"]
 
 
 def find_mirror(mirror: str | Path | None = None) -> Path | None:
@@ -222,28 +217,7 @@ def find_mirror(mirror: str | Path | None = None) -> Path | None:
 
 def default_cache_dir(cache_dir: str | Path | None = None) -> Path:
     """The writable cache: ``cache_dir``, else ``$KNN_DATA_CACHE``, else ``<repo>/data``."""
-    return _as_path(cache_dir) or _as_path(os.environ.get(ENV_CACHE)) or repo_root() / "data"
-
-
-@contextmanager
-def atomic_write(dest: Path) -> Iterator[IO[bytes]]:
-    """Open a temp file beside ``dest``; on clean exit move it onto ``dest``.
-
-    ``os.replace`` within one directory is atomic, so readers (and parallel
-    runs) see either no file or a complete one, never a partial download.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())  # on disk before the rename, so a power cut cannot leave it empty
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a shared cache must be readable by all
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return _as_path(cache_dir) or _as_path(os.environ.get(ENV_CACHE)) or REPO_ROOT / "data"
 
 
 # --------------------------------------------------------------------------- #

@@ -43,9 +43,10 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset, Sampler
 
-from knn.data.mirror import DataError, atomic_write, default_cache_dir, sha256_file
+from knn.data.mirror import DataError, default_cache_dir, sha256_file
 from knn.featurize.graph import BatchMolGraph, MolGraph
 from knn.featurize.molecule import InvalidMolecule, MolFeaturizer, parse_smiles
+from knn.io import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,9 @@ import torch
 from torch import Tensor
 
 from knn.data import mirror as data_mirror  # read its table at call time, not import time
-from knn.data.mirror import DataError, atomic_write, default_cache_dir, resolve
+from knn.data.mirror import DataError, default_cache_dir, resolve
 from knn.data.vocab import Vocab
+from knn.io import atomic_write
 
 log = logging.getLogger(__name__)
 

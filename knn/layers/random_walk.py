@@ -63,8 +63,9 @@ def normal_init_(weight: Tensor, fan_in: int | None = None) -> Tensor:
         return weight.normal_(0.0, std)
 
 
-def linear(d_in: int, d_out: int, bias: bool = True, fan_in: int | None = None) -> nn.Linear:
-    """nn.Linear with :func:`normal_init_` weights and zero bias."""
+def normal_linear(d_in: int, d_out: int, bias: bool = True, fan_in: int | None = None) -> nn.Linear:
+    """A new ``nn.Linear`` layer with :func:`normal_init_` weights and zero bias (the layer,
+    not the product: that is :func:`knn.ops.linear.linear`)."""
     layer = nn.Linear(d_in, d_out, bias=bias)
     normal_init_(layer.weight, fan_in)
     if bias:
@@ -122,9 +123,9 @@ class RandomWalkKernelLayer(nn.Module):
             if cfg.bond_dim and cfg.n > 1 else None
         )
         gated = cfg.decay == "gated"
-        self.gate_u = linear(d_in, d, bias=False) if gated else None
-        self.gate_v = linear(d_in, d) if gated else None
-        self.gate_e = linear(cfg.bond_dim, d, bias=False) if gated and cfg.bond_dim else None
+        self.gate_u = normal_linear(d_in, d, bias=False) if gated else None
+        self.gate_v = normal_linear(d_in, d) if gated else None
+        self.gate_e = normal_linear(cfg.bond_dim, d, bias=False) if gated and cfg.bond_dim else None
 
     def edge_decay(self, f: Tensor, graph: BatchMolGraph, e: Tensor | None = None) -> Tensor | float:
         """λ_{u,v} for u = each atom's padded neighbours: (V, D, d), or the scalar λ."""
@@ -179,7 +180,7 @@ class DeepRandomWalkNet(nn.Module):
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         self.layers = nn.ModuleList(RandomWalkKernelLayer(d_in if l == 0 else d, d, cfg) for l in range(depth))
-        self.U = nn.ModuleList(linear(d, d, bias=False) for _ in range(depth))
+        self.U = nn.ModuleList(normal_linear(d, d, bias=False) for _ in range(depth))
         self.out_act = activation(out_activation)
 
     def forward(self, f: Tensor, graph: BatchMolGraph, e: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:

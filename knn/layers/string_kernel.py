@@ -13,7 +13,7 @@ with ∘ = ⊙ (multiplicative mapping) or + (additive mapping), and a_t = 1
 for constant λ, un-normalized multiplicative mapping,
 c_j[t][i] = K_j(x_{1:t}, w_{i,j}) = <φ_j(x_{1:t}), φ_j(w_{i,j})>, with
 φ_n(x) = Σ_{i_1<…<i_n} λ^{|x|-i_1-n+1} x_{i_1} ⊗ … ⊗ x_{i_n}
-(tests/layers/test_string_kernel.py checks this against knn.kernels.string).
+(tests/layers/test_string_kernel.py checks this against knn.kernels.string_kernel).
 
 The decay λ_t (``decay`` in :class:`StringKernelConfig`) is
 

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor, nn
 
 from knn.featurize.graph import BatchMolGraph
-from knn.layers.random_walk import RandomWalkConfig, RandomWalkKernelLayer, linear
+from knn.layers.random_walk import RandomWalkConfig, RandomWalkKernelLayer, normal_linear
 
 READOUTS = ("last", "sum")
 
@@ -76,10 +76,10 @@ class WLRelabel(nn.Module):
     def __init__(self, d: int, bond_dim: int) -> None:
         super().__init__()
         # Blocks of the authors' V = [V_h, V_e] and U = [U_1, U_2], initialised as the whole matrices.
-        self.V_h = linear(d, d, fan_in=d + bond_dim)  # V acting on h_u, with b_V
-        self.V_e = linear(bond_dim, d, bias=False, fan_in=d + bond_dim) if bond_dim else None
-        self.U_1 = linear(d, d, fan_in=2 * d)         # with b_U
-        self.U_2 = linear(d, d, bias=False, fan_in=2 * d)
+        self.V_h = normal_linear(d, d, fan_in=d + bond_dim)  # V acting on h_u, with b_V
+        self.V_e = normal_linear(bond_dim, d, bias=False, fan_in=d + bond_dim) if bond_dim else None
+        self.U_1 = normal_linear(d, d, fan_in=2 * d)         # with b_U
+        self.U_2 = normal_linear(d, d, bias=False, fan_in=2 * d)
 
     def forward(self, h: Tensor, graph: BatchMolGraph, e: Tensor | None = None) -> Tensor:
         z = graph.gather_atoms(h @ self.V_h.weight.t())  # (V, D, d)
@@ -96,7 +96,7 @@ class WLKernelNet(nn.Module):
         super().__init__()
         self.cfg = cfg
         d = cfg.hidden
-        self.embed = linear(d_in, d, bias=False)  # W_0
+        self.embed = normal_linear(d_in, d, bias=False)  # W_0
         kernel_cfg = RandomWalkConfig(
             n=cfg.n,
             decay="gated" if cfg.gated else "constant",

@@ -142,11 +142,6 @@ class _FixedEmbedding(nn.Module):
         return nn.functional.embedding(tokens, self.weight)  # (..., d)
 
 
-def trainable_parameters(model: nn.Module) -> int:
-    """Number of trained scalars (the fixed embedding table is a buffer, not counted)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 # --------------------------------------------------------------------------- #
 # Models
 # --------------------------------------------------------------------------- #

@@ -28,24 +28,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-import torch
 from torch import Tensor, nn
 
 from knn.featurize.graph import BatchMolGraph
-from knn.layers.random_walk import linear
 from knn.layers.wl import WLConfig, WLKernelNet
-
-
-class RegressionHead(nn.Module):
-    """ŷ = w · relu(W_o h_G + b_o) + b: (G, d) -> (G,)."""
-
-    def __init__(self, d: int, d_hidden: int) -> None:
-        super().__init__()
-        self.hidden = linear(d, d_hidden)
-        self.score = linear(d_hidden, 1)
-
-    def forward(self, h_G: Tensor) -> Tensor:
-        return self.score(torch.relu(self.hidden(h_G))).squeeze(-1)
+from knn.models import graph_baselines as gb
+from knn.models.heads import RegressionHead
 
 
 @dataclass
@@ -83,29 +71,26 @@ class WLNRegressor(nn.Module):
         return self.head(h_G)
 
 
-def _registry() -> dict[str, tuple[type, type, dict]]:
-    from knn.models import graph_baselines as gb
-
-    return {
-        "wln": (WLNRegressor, WLNConfig, {"hidden": 200}),
-        "gated_wln": (WLNRegressor, WLNConfig, {"hidden": 175, "gated": True}),
-        "nfp": (gb.NFPRegressor, gb.NFPConfig, {}),
-        "elbp": (gb.LoopyBPRegressor, gb.LoopyBPConfig, {}),
-        "emf": (gb.MeanFieldRegressor, gb.MeanFieldConfig, {}),
-        "mean": (gb.MeanPredictor, gb.MeanPredictorConfig, {}),
-        "wl_kernel": (gb.WLSubtreeRidge, gb.WLSubtreeConfig, {}),
-    }
-
+#: model name -> (model class, config dataclass, preset: the config fields that differ
+#: from the dataclass defaults).
+REGISTRY: dict[str, tuple[type[nn.Module], type, dict]] = {
+    "wln": (WLNRegressor, WLNConfig, {"hidden": 200}),
+    "gated_wln": (WLNRegressor, WLNConfig, {"hidden": 175, "gated": True}),
+    "nfp": (gb.NFPRegressor, gb.NFPConfig, {}),
+    "elbp": (gb.LoopyBPRegressor, gb.LoopyBPConfig, {}),
+    "emf": (gb.MeanFieldRegressor, gb.MeanFieldConfig, {}),
+    "mean": (gb.MeanPredictor, gb.MeanPredictorConfig, {}),
+    "wl_kernel": (gb.WLSubtreeRidge, gb.WLSubtreeConfig, {}),
+}
 
 GRAPH_MODELS = ("wln", "gated_wln", "nfp", "elbp", "emf", "mean", "wl_kernel")
 
 
 def graph_model_config(name: str, **overrides):
     """The config dataclass of model ``name`` at its preset, with ``overrides`` applied."""
-    registry = _registry()
-    if name not in registry:
+    if name not in REGISTRY:
         raise ValueError(f"unknown graph model {name!r}; choose from {GRAPH_MODELS}")
-    _, config_cls, preset = registry[name]
+    _, config_cls, preset = REGISTRY[name]
     known = {f.name for f in fields(config_cls)}
     unknown = set(overrides) - known
     if unknown:
@@ -116,7 +101,7 @@ def graph_model_config(name: str, **overrides):
 def build_graph_model(name: str, **overrides) -> nn.Module:
     """Model ``name`` (one of :data:`GRAPH_MODELS`) at its preset size, e.g.
     ``build_graph_model("wln", atom_dim=82, bond_dim=6)``."""
-    model_cls, _, _ = _registry()[name] if name in _registry() else (None, None, None)
+    model_cls, _, _ = REGISTRY[name] if name in REGISTRY else (None, None, None)
     cfg = graph_model_config(name, **overrides)
     return model_cls(cfg)
 
@@ -124,7 +109,3 @@ def build_graph_model(name: str, **overrides) -> nn.Module:
 def config_dict(model: nn.Module) -> dict:
     """The model's config as plain data (for checkpoints)."""
     return asdict(model.cfg)
-
-
-def num_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -26,8 +26,8 @@ import torch
 from torch import Tensor, nn
 
 from knn.featurize.graph import BatchMolGraph, MolGraph, gather_rows
-from knn.layers.random_walk import linear
-from knn.models.graph import RegressionHead
+from knn.layers.random_walk import normal_linear
+from knn.models.heads import RegressionHead
 
 # --------------------------------------------------------------------------- #
 # Neural fingerprint
@@ -57,11 +57,11 @@ class NFPLayer(nn.Module):
 
     def __init__(self, d_in: int, bond_dim: int, d: int, batch_norm: bool, bn_momentum: float) -> None:
         super().__init__()
-        self.W_a = linear(d_in, d, bias=False)
-        self.W_e = linear(bond_dim, d, bias=False)
-        self.W_s = linear(d_in, d)
+        self.W_a = normal_linear(d_in, d, bias=False)
+        self.W_e = normal_linear(bond_dim, d, bias=False)
+        self.W_s = normal_linear(d_in, d)
         self.bn = nn.BatchNorm1d(d, eps=1e-6, momentum=bn_momentum) if batch_norm else nn.Identity()
-        self.W_o = linear(d, d)
+        self.W_o = normal_linear(d, d)
 
     def forward(self, h: Tensor, graph: BatchMolGraph) -> tuple[Tensor, Tensor]:
         nbr = graph.gather_atoms(self.W_a(h)) + graph.gather_bonds(self.W_e(graph.bond_features))  # (V, D, d)
@@ -122,9 +122,9 @@ class MeanFieldRegressor(nn.Module):
     def __init__(self, cfg: MeanFieldConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.W_1 = linear(cfg.atom_dim, cfg.hidden, bias=False)
-        self.W_3 = linear(cfg.bond_dim, cfg.hidden, bias=False)
-        self.W_2 = linear(cfg.hidden, cfg.hidden, bias=False)
+        self.W_1 = normal_linear(cfg.atom_dim, cfg.hidden, bias=False)
+        self.W_3 = normal_linear(cfg.bond_dim, cfg.hidden, bias=False)
+        self.W_2 = normal_linear(cfg.hidden, cfg.hidden, bias=False)
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
 
     def forward(self, graph: BatchMolGraph) -> Tensor:
@@ -179,10 +179,10 @@ class LoopyBPRegressor(nn.Module):
     def __init__(self, cfg: LoopyBPConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.W_in = linear(cfg.atom_dim + cfg.bond_dim, cfg.hidden, bias=False)
-        self.W_bp = linear(cfg.hidden, cfg.hidden, bias=False)
-        self.W_a = linear(cfg.atom_dim, cfg.hidden, bias=False)
-        self.W_m = linear(cfg.hidden, cfg.hidden, bias=False)
+        self.W_in = normal_linear(cfg.atom_dim + cfg.bond_dim, cfg.hidden, bias=False)
+        self.W_bp = normal_linear(cfg.hidden, cfg.hidden, bias=False)
+        self.W_a = normal_linear(cfg.atom_dim, cfg.hidden, bias=False)
+        self.W_m = normal_linear(cfg.hidden, cfg.hidden, bias=False)
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
 
     def messages(self, graph: BatchMolGraph) -> tuple[Tensor, Tensor]:

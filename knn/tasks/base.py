@@ -51,7 +51,8 @@ class StepResult:
 
 
 class Task(Protocol):
-    """A task object, built from its config by :func:`knn.tasks.build_task`."""
+    """A task object: the trainer builds it as ``TASKS[name](task_config, device, seed=seed)``
+    (:data:`knn.tasks.TASKS`)."""
 
     name: ClassVar[str]
     metric: ClassVar[str]  # key of :meth:`evaluate`'s dict used for model selection
@@ -95,7 +96,9 @@ class Task(Protocol):
         """The input-free predictor fitted on train, scored on the evaluated validation data."""
 
     # Optional, looked up with getattr: ``after_step(model)`` runs after every
-    # optimizer step (a weight constraint, e.g. Kim 2014's max-norm).
+    # optimizer step (a weight constraint, e.g. Kim 2014's max-norm);
+    # ``run_length(train_cfg, lr_of)`` returns a line the trainer logs at the start;
+    # ``result_extra()`` returns fields the trainer adds to ``result.json``.
 
 
 def is_better(new: float, best: float | None, higher_is_better: bool) -> bool:

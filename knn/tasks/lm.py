@@ -8,7 +8,7 @@ every epoch and of every evaluation. Evaluation carries state the same way,
 over ``eval_batch_size`` columns (the authors' PyTorch script uses 1, the
 most faithful and slowest choice).
 
-Data-parallel (``torchrun``, :mod:`knn.train.dist`): each of W processes
+Data-parallel (``torchrun``, :mod:`knn.dist`): each of W processes
 trains on its contiguous share of the ``batch_size`` columns (which must be
 divisible by W) and carries its own part of the state, so W processes take
 the steps of one process with ``batch_size`` columns; checkpoints hold the
@@ -25,7 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from knn import dist
 from knn.data.ptb import PTBCorpus, batchify, load_ptb, num_segments, segment
+from knn.errors import ConfigError
 from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
 from knn.tasks.base import ConstantBaseline, StepResult
 
@@ -92,9 +94,6 @@ class LanguageModeling:
         self._model_cls: Any = None
 
     def setup(self) -> None:
-        from knn.train import dist  # here: knn.train imports knn.tasks
-        from knn.train.config import ConfigError
-
         if self.cfg.batch_size % dist.world_size():
             raise ConfigError(f"task.batch_size={self.cfg.batch_size} must be divisible by the "
                               f"number of processes ({dist.world_size()})")
@@ -174,15 +173,11 @@ class LanguageModeling:
 
     def state_dict(self) -> dict[str, Any]:
         """The carried state of all ``batch_size`` columns (gathered from every process)."""
-        from knn.train import dist
-
         tensors = [] if self.carry is None else self._model_cls.state_to_tensors(self.carry)
         dim = STATE_BATCH_DIM[self._model_cls]
         return {"carry": [dist.gather_cat(t, dim) for t in tensors]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        from knn.train import dist
-
         dim = STATE_BATCH_DIM[self._model_cls]
         tensors = [t.to(self.device)[(slice(None),) * dim + (dist.share(t.size(dim)),)]
                    .contiguous() for t in state["carry"]]

@@ -30,7 +30,7 @@ Protocol (the authors' ``graph_knn/*/nntrain.py``):
   stopped mid-epoch resumes on the same molecules;
 * data-parallel (``torchrun``): every process draws the same batch and trains
   on its contiguous part of it, its loss weighted so that the averaged
-  gradient is the whole batch's (:func:`knn.train.dist.split_batch`); batch
+  gradient is the whole batch's (:func:`knn.dist.split_batch`); batch
   norm (``nfp``) then normalises with each process's part. Closed-form models
   are fitted by rank 0 alone, which also evaluates and writes the run files.
 
@@ -64,6 +64,7 @@ import math
 import time
 import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, make_dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, List, Optional
 
@@ -71,7 +72,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from knn.data.mirror import DataError, atomic_write, resolve
+from knn import dist
+from knn.data.mirror import DataError, resolve
 from knn.data.molecules import (
     ON_INVALID,
     MoleculeDataset,
@@ -83,9 +85,11 @@ from knn.data.molecules import (
     random_split,
     write_exclusions,
 )
+from knn.errors import ConfigError
 from knn.featurize import BatchMolGraph, MolFeaturizer
 from knn.featurize.atom import PRESETS
-from knn.models.graph import GRAPH_MODELS, _registry, graph_model_config
+from knn.io import atomic_write
+from knn.models.graph import GRAPH_MODELS, REGISTRY, graph_model_config
 from knn.tasks.base import ConstantBaseline, StepResult
 
 log = logging.getLogger(__name__)
@@ -168,7 +172,7 @@ def _model_schema(name: str) -> type:
     """``model.*`` schema for graph model ``name``: ``name`` plus the library config's
     fields at the model's preset. ``atom_dim``/``bond_dim`` default to None, meaning
     "from the featurizer" (the only sensible value)."""
-    config_cls = _registry()[name][1]
+    config_cls = REGISTRY[name][1]
     preset, hints = graph_model_config(name), typing.get_type_hints(config_cls)
     spec: list[tuple] = [("name", str, field(default=name))]
     for f in fields(config_cls):
@@ -184,17 +188,15 @@ def _model_schema(name: str) -> type:
 
 #: model name -> (class, config schema) (knn.models.graph's table); see :func:`build_regressor`.
 MODELS: dict[str, tuple[type, type]] = {
-    name: (_registry()[name][0], _model_schema(name)) for name in GRAPH_MODELS
+    name: (REGISTRY[name][0], _model_schema(name)) for name in GRAPH_MODELS
 }
 
 
 def build_regressor(model_cfg: Any, atom_dim: int, bond_dim: int) -> nn.Module:
     """The graph model of ``model_cfg`` (schema instance or plain dict) for these feature sizes.
 
-    Raises :class:`~knn.train.config.ConfigError` (one line) for an unknown name or a bad setting.
+    Raises :class:`~knn.errors.ConfigError` (one line) for an unknown name or a bad setting.
     """
-    from knn.train.config import ConfigError  # here: knn.train imports knn.tasks
-
     values = asdict(model_cfg) if is_dataclass(model_cfg) else dict(model_cfg)
     name = values.pop("name")
     if name not in MODELS:
@@ -336,8 +338,6 @@ class MoleculeRegression:
         """The CSV and the split file (None: the split is made from a column or at random)."""
         d = self.cfg.data
         if d.path is None and self.cfg.name != "cep":
-            from knn.train.config import ConfigError  # here: knn.train imports knn.tasks
-
             raise ConfigError(f"task={self.cfg.name} needs data.path=<csv>, with data.smiles_column "
                               "and data.target_column naming its columns")
         if d.path is None:
@@ -393,8 +393,6 @@ class MoleculeRegression:
         if cfg.limit_train_items is not None:
             self.splits["train"] = self.splits["train"].subset(
                 np.arange(min(cfg.limit_train_items, len(self.splits["train"]))))
-        from knn.train import dist  # here: knn.train imports knn.tasks
-
         if dist.is_main():
             self._write_run_files(data, rows, where if split_file is None else None)
         y = self.splits["train"].targets.double()
@@ -474,8 +472,6 @@ class MoleculeRegression:
         return n if self.cfg.limit_train_batches is None else min(n, self.cfg.limit_train_batches)
 
     def start_epoch(self, epoch: int) -> None:
-        from knn.train import dist
-
         self._prev = None
         fitted = self.model is not None and is_fitted_model(self.model)
         if epoch == 0 and fitted and dist.is_main():  # only rank 0 evaluates it
@@ -484,8 +480,6 @@ class MoleculeRegression:
     def train_batch(self, epoch: int, index: int) -> tuple[BatchMolGraph, Tensor, float]:
         """This process's part of batch ``index``: graphs, standardised targets and the factor
         on its mean loss (the whole batch and 1 in one process; 0: a stand-in item)."""
-        from knn.train import dist
-
         now = time.perf_counter()
         if self._prev is not None and self._prev[:2] == (epoch, index - 1):
             self.timed["seconds"] += now - self._prev[2]
@@ -544,19 +538,18 @@ class MoleculeRegression:
         loss = float(((y - y.mean()) / self.std).pow(2).mean())
         return ConstantBaseline("train-mean predictor", rmse, loss, log_loss=False)
 
-    def run_length(self, train_cfg: Any) -> str:
-        """How long the run will be, for the log at its start (steps, epochs, samples)."""
-        from knn.train.optim import lr_at  # here: knn.train imports knn.tasks
+    def run_length(self, train_cfg: Any, lr_of: Callable[[int], float]) -> str:
+        """How long the run will be, for the log at its start (steps, epochs, samples).
 
+        ``lr_of(epoch)`` is the learning rate of a 0-based epoch under the run's schedule
+        (the trainer's :meth:`knn.train.optim.EpochSchedule.lr_of`).
+        """
         return describe_run_length(
             n_train=len(self.splits["train"]), samples_per_epoch=self.sampler.num_samples,
             resample=self.cfg.resample, batch_size=self.cfg.batch_size,
             steps_per_epoch=self.num_train_batches(), max_epochs=train_cfg.max_epochs,
             max_steps=train_cfg.max_steps, patience=train_cfg.patience, metric=self.metric,
-            lr_first=lr_at(0, train_cfg.lr, train_cfg.schedule, train_cfg.lr_decay,
-                           train_cfg.lr_decay_epoch),
-            lr_last=lr_at(max(train_cfg.max_epochs - 1, 0), train_cfg.lr, train_cfg.schedule,
-                          train_cfg.lr_decay, train_cfg.lr_decay_epoch))
+            lr_first=lr_of(0), lr_last=lr_of(max(train_cfg.max_epochs - 1, 0)))
 
     # ---- checkpoint and result data ----------------------------------------- #
 

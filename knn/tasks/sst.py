@@ -22,7 +22,7 @@ them to the shared trainer:
   selection metric is accuracy in percent on dev, higher is better;
 * data-parallel (``torchrun``): every process derives the same batches and
   trains on its contiguous part of each, its loss weighted so that the
-  averaged gradient is the whole batch's (:func:`knn.train.dist.split_batch`).
+  averaged gradient is the whole batch's (:func:`knn.dist.split_batch`).
 
 ``out_max_norm`` rescales each class's output weight vector to L2 norm at most
 that value after every optimizer step (Kim 2014's constraint, s = 3, applied
@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from knn import dist
 from knn.data.mirror import GLOVE_6B_SST, resolve
 from knn.data.sst import (
     GRANULARITIES,
@@ -54,6 +55,7 @@ from knn.data.sst import (
     sentence_examples,
 )
 from knn.data.vectors import OOV_POLICIES, SHARED_POLICIES, Embeddings, build_embeddings
+from knn.errors import ConfigError
 from knn.models.classifier import CONFIGS, MODELS, build_classifier
 from knn.tasks.base import ConstantBaseline, StepResult
 
@@ -186,8 +188,6 @@ class SentimentClassification:
                 make_batch([examples[i] for i in b], vocab).to(self.device) for b in index]
 
     def build_model(self, model_cfg: Any) -> nn.Module:
-        from knn.train.config import ConfigError  # here: knn.train imports knn.tasks
-
         if model_cfg.n_classes != self.n_classes:
             raise ConfigError(f"model.n_classes={model_cfg.n_classes} but task.granularity="
                               f"{self.cfg.granularity} has {self.n_classes} classes "
@@ -219,8 +219,6 @@ class SentimentClassification:
     def train_batch(self, epoch: int, index: int) -> tuple[Batch, float]:
         """This process's part of batch ``index`` and the factor on its mean loss
         (the whole batch and 1 in one process; 0: a stand-in for an empty part)."""
-        from knn.train import dist  # here: knn.train imports knn.tasks
-
         ids = self._batches(epoch)[index]
         part, scale = dist.split_batch(len(ids))
         assert self.embeddings is not None

@@ -1,10 +1,12 @@
 """Command line: ``python -m knn.train task=ptb model=knn_lm [overrides]``.
 
 Configs come from the repository's ``conf/`` (``conf/train.yaml`` and its
-groups); see the README for experiments and sweeps. This is the only module
-that imports Hydra: it composes the config, points ``run_dir`` at Hydra's
-output directory and hands over to :func:`knn.train.train`. Expected failures
-(bad config, missing data, unreadable checkpoint, diverged loss) print one line and exit 1.
+groups); see the README for experiments and sweeps. This module is Hydra's
+application (``@hydra.main``): it composes the config, points ``run_dir`` at
+Hydra's output directory and hands over to :func:`knn.train.train`. Other
+modules use only Hydra's compose API (:func:`knn.train.config.reference_config`,
+:mod:`knn.train.throughput`, :mod:`knn.report`). Expected failures (bad config,
+missing data, unreadable checkpoint, diverged loss) print one line and exit 1.
 
 In a sweep (``-m``) a failing job must not stop the others: it writes
 ``failed.json`` (the one-line error and the command; the traceback too when
@@ -29,8 +31,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from knn.data.mirror import DataError
-from knn.train.checkpoint import CheckpointError, write_json
-from knn.train.config import CONF_DIR, ConfigError
+from knn.errors import CheckpointError, ConfigError
+from knn.io import write_json
+from knn.paths import CONF_DIR
 from knn.train.loop import NonFiniteLoss, command_line, train
 
 # Failures the user can act on: printed as one line, exit status 1.

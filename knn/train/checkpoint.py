@@ -4,8 +4,8 @@ A checkpoint is a dict of tensors, dicts, lists, numbers and strings (the
 resolved config included), so ``torch.load(path, weights_only=True)`` reads
 it and the config in it can rebuild the model. Files are written to a
 temporary name in the same directory and renamed over the old one
-(``os.replace``): a crash or a full disk mid-write leaves the previous
-checkpoint intact, and a failed write is a one-line :class:`CheckpointError`.
+(:func:`knn.io.write_atomically`): a crash or a full disk mid-write leaves the previous
+checkpoint intact, and a failed write is a one-line :class:`~knn.errors.CheckpointError`.
 """
 
 from __future__ import annotations
@@ -16,29 +16,16 @@ from typing import Any
 
 import torch
 
-from knn.data.mirror import atomic_write  # temp file beside the target + os.replace
+from knn.errors import CheckpointError
+from knn.io import write_atomically
 
 LAST = "last.pt"  # everything needed to resume; rewritten at every epoch end
 BEST = "best.pt"  # model weights with the best validation metric so far
 
 
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read or written; the message is one line."""
-
-
 def save(obj: dict[str, Any], path: Path) -> None:
     """Write ``obj`` to ``path`` with ``torch.save``, atomically."""
-    _write(path, lambda f: torch.save(obj, f))
-
-
-def _write(path: Path, write: Any) -> None:
-    try:
-        with atomic_write(Path(path)) as f:
-            write(f)
-    except OSError as e:  # disk full, read-only or missing folder, quota
-        reason = e.strerror or " ".join(str(e).split())
-        kept = "; the previous file is kept" if Path(path).exists() else ""
-        raise CheckpointError(f"cannot write {path}: {reason}{kept}") from None
+    write_atomically(path, lambda f: torch.save(obj, f))
 
 
 def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
@@ -52,12 +39,6 @@ def load(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]
         first = " ".join(str(e).split()).split(". ")[0][:160] or type(e).__name__
         raise CheckpointError(f"cannot read checkpoint {path}: truncated, corrupt or not "
                               f"written by knn ({first})") from None
-
-
-def write_json(obj: Any, path: Path) -> None:
-    """Write ``obj`` as indented JSON, atomically."""
-    text = json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-    _write(path, lambda f: f.write(text.encode()))
 
 
 def append_jsonl(obj: Any, path: Path) -> None:

@@ -10,29 +10,23 @@ line, from Hydra's compose API in a test, or from a plain dict.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Dict, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from knn.errors import ConfigError
+from knn.paths import CONF_DIR  # the tests import it from here too
 from knn.tasks import TASKS
 from knn.train.optim import OPTIMIZERS, SCHEDULES
-
-
-#: The repository's config tree (an editable install keeps it beside the package).
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 
 def experiment_names(task: str | None = None) -> list[str]:
     """``experiment=`` choices under ``conf/experiment/<task>/``, e.g. ``ptb/gated_5m``."""
     root = CONF_DIR / "experiment"
     return sorted(f"{p.parent.name}/{p.stem}" for p in root.glob(f"{task or '*'}/*.yaml"))
-
-
-class ConfigError(ValueError):
-    """A config that cannot run; the message is one line."""
 
 
 @dataclass
@@ -155,8 +149,6 @@ def typed_key(cfg: Any, path: str) -> str:
     Aliases are followed along ``path`` in ``cfg`` (unresolved, DictConfig or dict);
     a path that is not in ``cfg`` is returned as it is.
     """
-    import re
-
     tree = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
     parts = path.split(".")
     for _ in range(10):  # aliases of aliases, never a cycle

@@ -48,6 +48,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from knn import dist
 from knn.tasks.base import ConstantBaseline
 
 log = logging.getLogger(__name__)
@@ -153,8 +154,6 @@ def check_run(task: Any, valid: dict[str, float], metrics_path: Path) -> dict[st
     epochs, losses = train_losses(metrics_path)
     health = assess(losses, valid[task.metric], baseline_of(), task.metric, task.higher_is_better,
                     epochs)
-    from knn.train import dist  # one log per run, not per data-parallel process
-
-    for line in warnings_for(health) if dist.is_main() else ():
+    for line in warnings_for(health) if dist.is_main() else ():  # one log per run, not per process
         log.warning(line)
     return health

@@ -29,12 +29,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from knn import dist
 from knn.data.molecules import InvalidRowError
+from knn.errors import ConfigError
+from knn.io import write_json
+from knn.models import count_params
 from knn.tasks import TASKS
 from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
-from knn.train import dist
-from knn.train.config import ConfigError, reference_config, resolve_config, to_dataclass
+from knn.train.config import reference_config, resolve_config, to_dataclass
 from knn.train.config import typed_key
 from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
@@ -75,11 +78,6 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def count_params(model: nn.Module) -> int:
-    """Trainable parameters; tied weights count once."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     """Train, select on validation, test, and return the ``result.json`` dict.
 
@@ -102,7 +100,7 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
 class Trainer:
     """One run: the task, its model and optimizer, progress and run-dir files.
 
-    Under ``torchrun`` every rank runs one Trainer (see :mod:`knn.train.dist`):
+    Under ``torchrun`` every rank runs one Trainer (see :mod:`knn.dist`):
     training steps go through the DDP-wrapped ``train_model``; evaluation
     (rank 0's, broadcast) and checkpoints use the plain ``model``.
     """
@@ -143,7 +141,7 @@ class Trainer:
         log.info("%s / %s: %d trainable parameters on %s", cfg.task.name, cfg.model.name,
                  self.n_params, self.device)
         if (run_length := getattr(self.task, "run_length", None)) is not None:  # optional
-            log.info("%s", run_length(self.t))  # e.g. "run length: an epoch is ... steps"
+            log.info("%s", run_length(self.t, self.schedule.lr_of))  # "run length: an epoch is ..."
         self.show = self.t.progress if self.t.progress is not None else sys.stderr.isatty()
         self.show = self.show and dist.is_main()
         self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
@@ -334,7 +332,7 @@ class Trainer:
         if (extra := getattr(self.task, "result_extra", None)) is not None:
             result["extra"] = extra()  # optional task-specific fields (e.g. molecules/s)
         if dist.is_main():
-            ckpt.write_json(result, self.run_dir / "result.json")
+            write_json(result, self.run_dir / "result.json")
         log.info("done (%s): valid %s  test %s", stop_reason, _fmt(metrics["valid"]),
                  _fmt(metrics["test"]))
         return result

@@ -63,7 +63,11 @@ class EpochSchedule:
 
     @property
     def lr(self) -> float:
-        return lr_at(self.epoch, self.base_lr, self.schedule, self.decay, self.decay_epoch)
+        return self.lr_of(self.epoch)
+
+    def lr_of(self, epoch: int) -> float:
+        """The learning rate of 0-based ``epoch`` under this schedule (nothing is applied)."""
+        return lr_at(epoch, self.base_lr, self.schedule, self.decay, self.decay_epoch)
 
     def set_epoch(self, epoch: int) -> float:
         """Apply the learning rate of ``epoch`` and return it."""

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from knn.ops import recurrence, usage
+from knn.paths import REPO_ROOT
+
 #: Folders whose untracked files change what runs (code, configs, data preparation):
 #: a new file there makes the checkout dirty even though no tracked file changed.
 SOURCE_DIRS = ("knn", "conf", "data_prep")
@@ -30,7 +32,7 @@ def _git(repo: Path, *args: str) -> str:
                           timeout=10, check=True).stdout.strip()
 
 
-def git_commit(repo: Path = REPO) -> str | None:
+def git_commit(repo: Path = REPO_ROOT) -> str | None:
     """HEAD of the checkout at ``repo``, with ``-dirty`` if a tracked file has local changes
     or an untracked (not ignored) file exists under :data:`SOURCE_DIRS`; None without git."""
     try:
@@ -64,8 +66,6 @@ def ops() -> dict[str, Any]:
     """Which implementation each dispatching op ran in this process
     (:func:`knn.ops.usage.ops_report`), and why a fused build failed, by device type
     (``fused_build_errors``, empty when none failed or none was tried)."""
-    from knn.ops import recurrence, usage
-
     return {**usage.ops_report(), "fused_build_errors": dict(recurrence._fused_errors)}
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import statistics
@@ -40,10 +39,13 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from knn.bench import output_path
+from knn.io import write_json
+from knn.models import count_params
 from knn.ops import usage
 from knn.ops.linear import linear
 from knn.ops.recurrence import fused_available
-from knn.train.config import CONF_DIR, resolve_config
+from knn.paths import CONF_DIR
+from knn.train.config import resolve_config
 from knn.train.loop import Trainer
 from knn.train.protocol import experiment_of
 from knn.train.provenance import device_name, provenance
@@ -140,7 +142,7 @@ def measure(overrides: list[str], steps: int, command: str, warmup: int = 5,
     achieved = flops_per_token * tokens_per_s / 1e9
     return {
         "overrides": overrides,
-        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "params": count_params(model),
         "tokens_per_step": tokens_per_step,
         "steps_timed": timed,
         "tokens_per_s": round(tokens_per_s, 1),
@@ -175,13 +177,9 @@ def main(argv: list[str] | None = None) -> Path:
     args = parser.parse_args(argv)
     command = shlex.join(["python", "-m", "knn.train.throughput", *argv])
     result = measure(args.overrides, args.steps, command, profile_steps=args.profile)
-    text = json.dumps(result, indent=2)
-    print(text)
+    print(json.dumps(result, indent=2))
     out = output_path(result_name(args.overrides), args.record, args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(text + "\n")
-    os.replace(tmp, out)
+    write_json(result, out)
     print(f"wrote {out}", file=sys.stderr)
     return out
 

@@ -4,6 +4,7 @@ import torch
 
 from knn.featurize import BatchMolGraph, MolGraph
 from knn.layers.wl import WLConfig, WLKernelNet
+from knn.models import count_params
 
 D_IN, D_E, H = 3, 2, 8
 
@@ -85,9 +86,8 @@ def test_sum_readout_is_the_sum_of_last_readouts():
 
 
 def test_unshared_kernels_add_parameters():
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
-    per_kernel = sum(p.numel() for p in net().kernels[0].parameters())
-    assert count(net(share_kernel=False)) - count(net()) == 3 * per_kernel
+    per_kernel = count_params(net().kernels[0])
+    assert count_params(net(share_kernel=False)) - count_params(net()) == 3 * per_kernel
     assert len(net(share_kernel=False, depth=4).kernels) == 4
 
 

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from knn.kernels.string_kernel import kernel, phi, reference_states
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer, StringKernelNet
+from knn.models import count_params
 
 D_IN, D = 3, 4
 
@@ -169,7 +170,7 @@ def test_variational_dropout_uses_one_mask_per_sequence():
 def test_parameter_count_of_authors_ptb_layer():
     """n = 1, (x, h)-gated, highway: W, W_λ, U_λ, b_λ, W_f, b_f = 4 d² + 2 d."""
     layer = StringKernelLayer(355, 355, StringKernelConfig(n=1, decay="gated_xh", highway=True))
-    assert sum(p.numel() for p in layer.parameters()) == 4 * 355**2 + 2 * 355
+    assert count_params(layer) == 4 * 355**2 + 2 * 355
 
 
 def test_bad_config_is_one_clear_error():

@@ -12,8 +12,8 @@ from knn.models.classifier import (
     build_classifier,
     last_real,
     masked_mean,
-    trainable_parameters,
 )
+from knn.models import count_params
 
 V, D_IN = 50, 300
 
@@ -40,7 +40,7 @@ def vectors(dtype: torch.dtype = torch.float32, d: int = D_IN) -> torch.Tensor:
 )
 def test_trainable_parameter_counts(cfg, count):
     model = build_classifier(cfg, vectors())
-    assert trainable_parameters(model) == count
+    assert count_params(model) == count
     assert "embedding.weight" in model.state_dict()  # fixed table travels with checkpoints
 
 

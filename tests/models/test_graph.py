@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from knn.featurize import BatchMolGraph, MolFeaturizer
+from knn.models import count_params
 from knn.models.graph import (
     GRAPH_MODELS,
     WLNConfig,
@@ -10,7 +11,6 @@ from knn.models.graph import (
     build_graph_model,
     config_dict,
     graph_model_config,
-    num_parameters,
 )
 
 F = MolFeaturizer.preset("authors")
@@ -29,15 +29,15 @@ NEURAL = ("wln", "gated_wln", "nfp", "elbp", "emf")
 @pytest.mark.parametrize("name", ["wln", "gated_wln", "nfp", "elbp"])
 def test_table_3_sizes(name):
     """Table 3: 0.26m parameters for WLN, gated WLN, NFP and ELBP (within 10%)."""
-    n = num_parameters(build_graph_model(name))
+    n = count_params(build_graph_model(name))
     assert abs(n - 260_000) <= 26_000, n
 
 
 def test_exact_sizes_of_the_presets():
-    sizes = {name: num_parameters(build_graph_model(name)) for name in NEURAL}
+    sizes = {name: count_params(build_graph_model(name)) for name in NEURAL}
     # 6h² + 98h + 1 for the WLN; + 2h² + 7h for the gate (U_u, U_v + b, U_e)
     assert sizes == {"wln": 259_601, "gated_wln": 263_376, "nfp": 261_146, "elbp": 256_256, "emf": 261_801}
-    assert num_parameters(build_graph_model("wln", hidden=175)) == 200_901  # the authors' default width
+    assert count_params(build_graph_model("wln", hidden=175)) == 200_901  # the authors' default width
 
 
 def test_registry():

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from knn.featurize.molecule import MolFeaturizer
+from knn.models import count_params
 from knn.models.classifier import build_classifier
 from knn.tasks.lm import MODELS as LM_MODELS
 from knn.tasks.molecules import build_regressor
 from knn.train.config import experiment_names, resolve_config, to_dataclass
-from knn.train.loop import count_params
 
 PTB_VOCAB = 10_000
 #: Width of the SST word vectors the sizes are for: the paper's GloVe 840B, 300-d. The

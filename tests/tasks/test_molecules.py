@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import random
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +17,8 @@ import torch
 
 from knn.data import mirror
 from knn.data.mirror import DataError
+from knn.errors import ConfigError
+from knn.models import count_params
 from knn.tasks.molecules import (
     MODELS,
     MolDataConfig,
@@ -25,7 +28,7 @@ from knn.tasks.molecules import (
     build_regressor,
 )
 from knn.train import checkpoint, train
-from knn.train.config import ConfigError, experiment_names, resolve_config
+from knn.train.config import experiment_names, resolve_config
 from knn.train.optim import lr_at
 
 REAL_MIRROR = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -60,11 +63,10 @@ def molecule_rows(seed: int = 0) -> list[list[str]]:
     return [[s, str(target(s, rng))] for s in SMILES] + [["CCCCO", "0"]]
 
 
-@pytest.fixture
-def cep_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A 41-molecule stand-in for the mirror's CEP CSV and split, checksums patched to match."""
-    root = tmp_path / "mirror"
-    csv_path = write_csv(root / "cep" / "cep-processed.csv", molecule_rows(), ["smiles", "PCE"])
+def serve_cep(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make ``root`` a CEP mirror: add the split of its ``cep/cep-processed.csv`` (built by the
+    project's rule) and patch the checksum table to match both files."""
+    csv_path = root / "cep" / "cep-processed.csv"
     split = root / "cep" / "split-random-80-10-10-seed0.json"
     split.write_bytes(mirror.cep_split_json(csv_path))
     table = dict(mirror.CHECKSUMS)
@@ -73,6 +75,14 @@ def cep_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(mirror, "CHECKSUMS", table)
     monkeypatch.delenv(mirror.ENV_MIRROR, raising=False)
     return root
+
+
+@pytest.fixture
+def cep_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A 41-molecule stand-in for the mirror's CEP CSV and split, checksums patched to match."""
+    root = tmp_path / "mirror"
+    write_csv(root / "cep" / "cep-processed.csv", molecule_rows(), ["smiles", "PCE"])
+    return serve_cep(root, monkeypatch)
 
 
 @pytest.fixture
@@ -140,7 +150,7 @@ def test_every_cep_experiment_runs(smoke, tmp_path: Path, experiment: str) -> No
 @pytest.mark.parametrize("variant", ["wln", "gated_wln", "nfp", "elbp"])
 def test_table3_models_have_026m_parameters(compose_cfg, variant: str) -> None:
     cfg = resolve_config(compose_cfg([f"experiment=cep/{variant}"]))
-    n = sum(p.numel() for p in build_regressor(cfg.model, 82, 6).parameters())
+    n = count_params(build_regressor(cfg.model, 82, 6))
     assert abs(n - 260_000) <= 26_000, n
 
 
@@ -306,9 +316,34 @@ def test_config_errors_are_one_line(compose_cfg, tmp_path: Path, overrides, mess
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.skipif(not (REAL_MIRROR / "cep" / "cep-processed.csv").is_file(), reason="no data mirror")
+def test_smoke_on_cep_like_molecules(compose_cfg, tmp_path: Path, cep_fixture: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """experiment=cep/wln's smoke run on a mirror whose CEP CSV is the CEP-like fixture (90
+    oligomers, S/Se/Si/N/O, fused rings; split 72/9/9 by the project's rule): the first 64
+    training molecules, whose mean target standardizes the regression, 2 evaluation batches."""
+    root = tmp_path / "mirror"
+    (root / "cep").mkdir(parents=True)
+    shutil.copyfile(cep_fixture, root / "cep" / "cep-processed.csv")
+    serve_cep(root, monkeypatch)
+    args = ["experiment=cep/wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path / 'run'}",
+            f"data.mirror={root}", f"data.cache_dir={tmp_path / 'cache'}"]
+    result = train(compose_cfg(args), overrides=args)
+    data = result["extra"]["data"]
+    assert data["sizes"] == {"train": 64, "valid": 9, "test": 9} and data["excluded"] == 0
+    split = json.loads((root / "cep" / "split-random-80-10-10-seed0.json").read_text())
+    with open(cep_fixture, newline="") as f:
+        pce = [float(row["PCE"]) for row in csv.DictReader(f)]
+    assert data["target"]["mean"] == pytest.approx(np.mean([pce[i] for i in split["train"][:64]]))
+    assert result["steps"] == 6
+    for part in ("valid", "test"):
+        assert all(math.isfinite(v) and v >= 0 for v in result["metrics"][part].values())
+
+
+@pytest.mark.skipif(not (REAL_MIRROR / "cep" / "cep-processed.csv").is_file(),
+                    reason="checks the real CEP files; no data mirror here")
 def test_smoke_on_the_real_mirror(compose_cfg, tmp_path: Path) -> None:
-    """A slice of the real CEP: 64 training molecules, 2 evaluation batches."""
+    """A slice of the real CEP: 64 training molecules, 2 evaluation batches; the real split's
+    sizes and the real PCE's mean (the same run on CEP-like molecules: just above)."""
     args = ["experiment=cep/wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path}",
             f"data.mirror={REAL_MIRROR}"]
     result = train(compose_cfg(args), overrides=args)

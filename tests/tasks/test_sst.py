@@ -14,6 +14,7 @@ import torch
 from knn.data import mirror
 from knn.data.mirror import DataError
 from knn.data.sst import SST_FILES
+from knn.errors import ConfigError
 from knn.tasks.sst import (
     DEFAULT_VECTORS,
     SentimentClassification,
@@ -22,7 +23,7 @@ from knn.tasks.sst import (
     SSTVectorsConfig,
 )
 from knn.train import checkpoint, train
-from knn.train.config import ConfigError, experiment_names, resolve_config, to_dataclass
+from knn.train.config import experiment_names, resolve_config, to_dataclass
 
 WORDS = [f"w{i}" for i in range(20)] + ["-LRB-", "1\\/2"]
 DIM = 6

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from knn.train.config import ConfigError, experiment_names, resolve_config
+from knn.errors import ConfigError
+from knn.train.config import experiment_names, resolve_config
 
 
 def test_experiments_exist() -> None:

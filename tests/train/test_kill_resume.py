@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from knn.errors import CheckpointError
 from knn.train import checkpoint
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ptb"
@@ -41,7 +42,7 @@ def command(tmp_path: Path, run_dir: Path, *extra: str) -> list[str]:
 def progress(run_dir: Path) -> dict | None:
     try:
         return checkpoint.load(run_dir / "last.pt")["progress"]
-    except checkpoint.CheckpointError:  # not written yet
+    except CheckpointError:  # not written yet
         return None
 
 

@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
+from knn.errors import CheckpointError, ConfigError
 from knn.train import NonFiniteLoss, checkpoint
-from knn.train.config import ConfigError, experiment_names
+from knn.train.config import experiment_names
 
 RESULT_KEYS = {
     "task", "model", "variant", "params", "metrics", "wall_seconds", "device", "torch_version",
@@ -164,6 +165,6 @@ def test_truncated_checkpoint_is_one_line_error(train_smoke, tmp_path) -> None:
     train_smoke(tmp_path, "train.max_epochs=1")
     last = tmp_path / "last.pt"
     last.write_bytes(last.read_bytes()[:100])
-    with pytest.raises(checkpoint.CheckpointError, match="cannot read checkpoint") as err:
+    with pytest.raises(CheckpointError, match="cannot read checkpoint") as err:
         train_smoke(tmp_path, "train.resume=true")
     assert "\n" not in str(err.value)

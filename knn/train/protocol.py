@@ -54,7 +54,7 @@ IGNORED = (
     # Deterministic kernels (torch.use_deterministic_algorithms, cudnn.deterministic):
     # the same computation; only the summation order of some GPU reductions (atomic
     # adds, cuDNN's algorithm choice) changes, i.e. rounding, not the protocol. An op
-    # without a deterministic kernel raises: the run fails, it gives no other number.
+    # without a deterministic kernel warns and runs as usual (knn.train.rng, warn_only).
     "train.deterministic",
 )
 #: Stopping limits, labelled as budgets and cuts rather than as modifications.

@@ -428,7 +428,12 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         "run_dir": rel(work),
         "date": started.isoformat(timespec="seconds"),
         **git_state(),
-        "machine": machine(),
+        # The keys every JSON of the project carries (knn.train.provenance): this script's
+        # command line, the machine with the threads given to chemprop, and `ops`, which
+        # names knn's fused ops and so does not apply to a chemprop run.
+        "command": shlex.join(["python3", "experiments/peers/chemprop/run.py", *sys.argv[1:]]),
+        "machine": {**machine(), "torch_threads": args.threads},
+        "ops": None,
         "pip_freeze": freeze.splitlines(),
     }
     write_atomic(result_path, json.dumps(result, indent=2) + "\n")

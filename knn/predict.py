@@ -7,7 +7,10 @@ Arguments are ``key=value`` pairs (split at the first ``=``, so SMILES with
 
 =================  ==========================================================
 ``ckpt``           ``best.pt`` (or ``last.pt``) of a training run, or the run
-                   directory (then its ``best.pt``)
+                   directory (then its ``best.pt``); several, comma-separated
+                   (e.g. runs of other seeds): an ensemble, whose
+                   ``prediction`` is the members' mean and whose ``std``
+                   column is their sample standard deviation
 ``input``          a ``.csv`` file with a header row (SMILES in
                    ``smiles_column``); any other existing file: one SMILES a
                    line; otherwise SMILES separated by commas (SMILES never
@@ -28,8 +31,8 @@ Arguments are ``key=value`` pairs (split at the first ``=``, so SMILES with
 Output columns: ``row`` (the CSV's 0-based data row, or the item's position
 in the list), ``smiles``, the CSV's target column when it has the one the
 model was trained on, ``prediction`` (in the target's units: the checkpoint
-holds the training split's mean and standard deviation), and ``invalid``
-with ``on_invalid=skip``. When the target column is present, the RMSE and MAE
+holds the training split's mean and standard deviation), ``std`` for an
+ensemble, and ``invalid`` with ``on_invalid=skip``. When the target column is present, the RMSE and MAE
 of the predictions are printed to standard error. Expected failures (missing
 file or column, unreadable checkpoint, invalid SMILES) print one line and
 exit with status 1; bad arguments exit with status 2.
@@ -40,6 +43,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +62,7 @@ from knn.train.loop import pick_device
 #: Endings that make a missing ``input=`` a mistyped file rather than SMILES.
 FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".smi")
 KEYS = ("ckpt", "input", "output", "smiles_column", "on_invalid", "batch_size", "device")
-USAGE = ("usage: python -m knn.predict ckpt=<checkpoint or run dir> input=<csv, SMILES file or "
+USAGE = ("usage: python -m knn.predict ckpt=<checkpoint or run dir>[,<another>...] input=<csv, SMILES file or "
          "SMILES,SMILES,...> [output=<csv>] [smiles_column=..] [on_invalid=error|skip] "
          "[batch_size=200] [device=cpu]")
 
@@ -199,14 +203,47 @@ def read_inputs(spec: str, smiles_column: str, target_column: str | None) -> Inp
                   None, None)
 
 
+def load_ensemble(spec: str, device: str = "cpu") -> list[Predictor]:
+    """The predictors of ``ckpt=`` (comma-separated checkpoints or run dirs); members must
+    share the featurizer and the target, or their mean would mix two tasks."""
+    paths = [p for p in spec.split(",") if p]
+    members = [Predictor.load(p, device) for p in paths]
+    for path, m in zip(paths[1:], members[1:]):
+        for key in ("featurizer", "target_column"):
+            if m.meta.get(key) != members[0].meta.get(key):
+                raise ConfigError(f"ckpt={path}: its {key} ({m.meta.get(key)!r}) differs from "
+                                  f"{paths[0]}'s ({members[0].meta.get(key)!r}); an ensemble "
+                                  "needs models of one task")
+    return members
+
+
+def ensemble_predict(members: Sequence[Predictor], smiles: Sequence[str], on_invalid: str,
+                     labels: Sequence[str] | None, batch_size: int
+                     ) -> tuple[list[float | None], list[float | None] | None, dict[int, str]]:
+    """Mean prediction over ``members``, their sample std (None for one member), invalid items.
+
+    The members share a featurizer, so they reject the same SMILES.
+    """
+    runs = [m(smiles, on_invalid, labels, batch_size) for m in members]
+    invalid = runs[0][1]
+    columns = list(zip(*(preds for preds, _ in runs)))  # per item: each member's prediction
+    means = [None if p[0] is None else statistics.fmean(p) for p in columns]
+    if len(members) == 1:
+        return means, None, invalid
+    return means, [None if p[0] is None else statistics.stdev(p) for p in columns], invalid
+
+
 def write_predictions(inputs: Inputs, preds: list[float | None], invalid: dict[int, str] | None,
-                      out: io.TextIOBase) -> None:
+                      out: io.TextIOBase, spread: list[float | None] | None = None) -> None:
     writer = csv.writer(out, lineterminator="\n")
     header = ["row", "smiles"] + ([inputs.target_column] if inputs.targets is not None else [])
-    writer.writerow(header + ["prediction"] + (["invalid"] if invalid is not None else []))
+    writer.writerow(header + ["prediction"] + (["std"] if spread is not None else [])
+                    + (["invalid"] if invalid is not None else []))
     for i, (row, s, p) in enumerate(zip(inputs.rows, inputs.smiles, preds)):
         cells = [row, s] + ([inputs.targets[i]] if inputs.targets is not None else [])
         cells.append("" if p is None else repr(p))
+        if spread is not None:
+            cells.append("" if spread[i] is None else repr(spread[i]))
         if invalid is not None:
             cells.append(invalid.get(i, ""))
         writer.writerow(cells)
@@ -233,21 +270,22 @@ def _errors(preds: list[float | None], targets: list[str]) -> tuple[float, float
 
 def run(args: dict[str, str]) -> None:
     check_input(args["input"])  # before the checkpoint is loaded: a typo fails at once
-    predictor = Predictor.load(args["ckpt"], args.get("device", "cpu"))
-    smiles_column = args.get("smiles_column") or predictor.meta.get("smiles_column", "smiles")
-    inputs = read_inputs(args["input"], smiles_column, predictor.meta.get("target_column"))
-    preds, invalid = predictor(inputs.smiles, args["on_invalid"], inputs.labels,
-                               int(args["batch_size"]))
+    members = load_ensemble(args["ckpt"], args.get("device", "cpu"))
+    meta = members[0].meta
+    smiles_column = args.get("smiles_column") or meta.get("smiles_column", "smiles")
+    inputs = read_inputs(args["input"], smiles_column, meta.get("target_column"))
+    preds, spread, invalid = ensemble_predict(members, inputs.smiles, args["on_invalid"],
+                                              inputs.labels, int(args["batch_size"]))
     skip = args["on_invalid"] == "skip"
     if args.get("output"):
         out_path = Path(args["output"])
         out_path.parent.mkdir(parents=True, exist_ok=True)
         with open(out_path, "w", newline="") as f:
-            write_predictions(inputs, preds, invalid if skip else None, f)
+            write_predictions(inputs, preds, invalid if skip else None, f, spread)
         print(f"wrote {len(preds) - len(invalid)} predictions to {out_path}"
               + (f" ({len(invalid)} invalid SMILES left empty)" if invalid else ""), file=sys.stderr)
     else:
-        write_predictions(inputs, preds, invalid if skip else None, sys.stdout)
+        write_predictions(inputs, preds, invalid if skip else None, sys.stdout, spread)
     if inputs.targets is not None and (errs := _errors(preds, inputs.targets)):
         print(f"{inputs.target_column}: rmse {errs[0]:.4f}  mae {errs[1]:.4f}  "
               f"over {errs[2]} molecules", file=sys.stderr)

@@ -148,3 +148,43 @@ def test_mistyped_input_path_is_no_such_file(tmp_path: Path, capsys, spec: str,
 def test_looks_like_path(spec: str, path_like: bool) -> None:
     """Stereo bonds (``/``, ``\\``) keep a SMILES a SMILES; file endings and non-SMILES paths do not."""
     assert looks_like_path(spec) is path_like
+
+
+def test_ensemble_mean_and_spread(compose_cfg: Callable, tmp_path: Path, data_csv: Path,
+                                  capsys) -> None:
+    """``ckpt=a,b``: each row's prediction is the members' mean, ``std`` their sample std."""
+    runs = []
+    for seed in (0, 1):
+        run_dir = tmp_path / f"wln_seed{seed}"
+        args = ["task=mol_csv", "model=wln", "debug=smoke", "device=cpu", f"seed={seed}",
+                f"run_dir={run_dir}", f"data.path={data_csv}", "data.smiles_column=mol",
+                "data.target_column=logS", f"data.cache_dir={tmp_path / 'cache'}"]
+        train(compose_cfg(args), overrides=args)
+        runs.append(run_dir)
+    single = []
+    for i, run_dir in enumerate(runs):
+        out = tmp_path / f"single{i}.csv"
+        assert main([f"ckpt={run_dir}", f"input={data_csv}", f"output={out}"]) == 0
+        single.append([float(r["prediction"]) for r in read_csv(out)])
+    out = tmp_path / "ensemble.csv"
+    assert main([f"ckpt={runs[0]},{runs[1]}", f"input={data_csv}", f"output={out}"]) == 0
+    rows = read_csv(out)
+    assert list(rows[0]) == ["row", "smiles", "logS", "prediction", "std"]
+    for row, a, b in zip(rows, *single):
+        assert float(row["prediction"]) == pytest.approx((a + b) / 2, rel=1e-12)
+        assert float(row["std"]) == pytest.approx(abs(a - b) / math.sqrt(2), rel=1e-9, abs=1e-12)
+    assert any(float(r["std"]) > 0 for r in rows)  # two seeds, two models
+    capsys.readouterr()
+
+
+def test_ensemble_of_two_tasks_is_refused(trained, tmp_path: Path, capsys) -> None:
+    from knn.train import checkpoint as ckpt_io
+
+    run_dir = trained("wln")
+    state = ckpt_io.load(run_dir / "best.pt")
+    state["meta"] = {**state["meta"], "target_column": "PCE"}
+    other = tmp_path / "other.pt"
+    ckpt_io.save(state, other)
+    assert main([f"ckpt={run_dir},{other}", "input=CCO"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: ckpt={other}: its target_column ('PCE') differs") and err.count("\n") == 1

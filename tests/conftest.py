@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 import math
 import random
@@ -22,6 +23,32 @@ from omegaconf import DictConfig
 from knn.data.ptb import PTBCorpus, build_corpus
 from knn.ops import recurrence
 from knn.train.config import CONF_DIR
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: The files each ``tests/fixtures/<name>/make_fixture.py`` writes beside itself. They
+#: are generated, not committed (data files stay out of git, and the scripts fix them
+#: by their seeds), and made when this module is imported, before any test or a
+#: subprocess it starts reads them.
+FIXTURE_FILES: dict[str, tuple[str, ...]] = {
+    "ptb": ("ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"),
+    "sst": ("trees/train.txt", "trees/dev.txt", "trees/test.txt", "vectors.txt"),
+    "cep": ("cep.csv",),
+}
+
+
+def make_fixtures(root: Path = FIXTURES) -> None:
+    """Run each fixture's generator whose files are not all there."""
+    for name, files in FIXTURE_FILES.items():
+        if not all((root / name / f).is_file() for f in files):
+            spec = importlib.util.spec_from_file_location(f"make_{name}_fixture",
+                                                          root / name / "make_fixture.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            module.main()
+
+
+make_fixtures()
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
@@ -82,8 +109,6 @@ PTB_FIXTURE = PTBFixture(Path(__file__).resolve().parent / "fixtures" / "ptb", v
 def ptb_fixture() -> PTBFixture:
     return PTB_FIXTURE
 
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @dataclass(frozen=True)

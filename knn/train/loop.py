@@ -37,13 +37,12 @@ from knn.models import count_params
 from knn.tasks import TASKS
 from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
-from knn.train.config import reference_config, resolve_config, to_dataclass
-from knn.train.config import typed_key
+from knn.train.config import reference_config, resolve_config, to_dataclass, typed_key
 from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
 from knn.train.optim import EpochSchedule, build_optimizer
 from knn.train.protocol import experiment_of, protocol_label
-from knn.train.provenance import device_name, provenance
+from knn.train.provenance import device_name, git_commit, provenance
 from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
 
 log = logging.getLogger(__name__)
@@ -145,6 +144,7 @@ class Trainer:
         self.show = self.t.progress if self.t.progress is not None else sys.stderr.isatty()
         self.show = self.show and dist.is_main()
         self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
+        self.commit = git_commit()  # the code this process runs, recorded in result.json
 
     def _resume(self) -> None:
         state = ckpt.load(self.last_path, map_location=self.device)
@@ -323,7 +323,7 @@ class Trainer:
             "experiment": experiment_of(overrides),
             "protocol": protocol_label(self.plain_cfg, reference, stop_reason,
                                        experiment_of(overrides)),
-            **provenance(command_line(overrides)),  # git_commit, command, machine, torch_version, ops
+            **provenance(command_line(overrides), self.commit),  # git_commit, command, machine, ...
             "paper": self.plain_cfg.get("paper"),
             "config": self.plain_cfg,
         }

@@ -69,10 +69,14 @@ def ops() -> dict[str, Any]:
     return {**usage.ops_report(), "fused_build_errors": dict(recurrence._fused_errors)}
 
 
-def provenance(command: str) -> dict[str, Any]:
+def provenance(command: str, commit: str | None = None) -> dict[str, Any]:
     """The provenance keys of a JSON written by ``command`` (the exact command line):
-    ``git_commit``, ``command``, ``machine``, ``torch_version`` and ``ops``."""
-    return {"git_commit": git_commit(), "command": command, "machine": machine(),
+    ``git_commit``, ``command``, ``machine``, ``torch_version`` and ``ops``.
+
+    ``commit``: the checkout's state when the work started (a long run's code is
+    what it imported then; an edit made while it runs must not mark it dirty);
+    default: now."""
+    return {"git_commit": commit or git_commit(), "command": command, "machine": machine(),
             "torch_version": torch.__version__, "ops": ops()}
 
 

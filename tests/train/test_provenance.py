@@ -108,3 +108,10 @@ def test_untracked_source_files_make_the_checkout_dirty(repo) -> None:
 
 def test_no_git_checkout_has_no_commit(tmp_path) -> None:
     assert P.git_commit(tmp_path) is None
+
+
+def test_commit_given_at_start_is_kept() -> None:
+    """A run records the checkout as it was when it started, not when it finished."""
+    from knn.train.provenance import provenance
+
+    assert provenance("cmd", "abc123")["git_commit"] == "abc123"

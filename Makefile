@@ -55,15 +55,15 @@ test: setup ## run the test suite
 RECORD ?=
 
 bench: setup ## benchmark the layers and products (outputs/bench; RECORD=1: experiments/bench)
-	$(PY) -m knn.bench $(if $(RECORD),--record)
+	$(PY) -m knn.tools.bench $(if $(RECORD),--record)
 
 reproduce-ptb: setup ## Table 1, gated 5m: train, test ppl, result.json, result row (BUDGET=<minutes>)
 	$(PY) -m knn.train experiment=ptb/gated_5m task.eval_batch_size=$(EVAL_BATCH) \
 		$(if $(BUDGET),train.max_minutes=$(BUDGET)) $(ARGS) hydra.run.dir=$(PTB_RUN)
-	@$(PY) -m knn.train.summary $(PTB_RUN)
+	@$(PY) -m knn.tools.summary $(PTB_RUN)
 
 reproduce-sst: $(SST_RUN_RESULTS) ## Table 2: kernel NN gated/λ=0.5, fine/binary, SEEDS each, CPU (BUDGET=<min per run>)
-	$(PY) -m knn.results $(SST_RUNS) --out $(SST_TABLE) --title "Table 2 (SST): test accuracy (%)"
+	$(PY) -m knn.tools.results $(SST_RUNS) --out $(SST_TABLE) --title "Table 2 (SST): test accuracy (%)"
 
 # One SST run; `make -j N reproduce-sst` runs N at once (then ARGS="threads=1"
 # keeps them from fighting over cores). Rerunning with the same SST_RUNS
@@ -87,7 +87,7 @@ RESULTS ?= experiments/results
 REPORT ?= experiments/report
 
 reproduce-cep: $(foreach v,$(CEP_VARIANTS),$(CEP_RUNS)/$(v)/result.json) ## Table 3: WLN, gated WLN, NFP, ELBP, mean, WL kernel on CPU (BUDGET=<min per model>)
-	$(PY) -m knn.cep_table $(CEP_RUNS) --out $(CEP_TABLE)
+	$(PY) -m knn.tools.cep_table $(CEP_RUNS) --out $(CEP_TABLE)
 
 # One CEP run. One torch thread per run: batches are small (20 molecules), and on
 # shared cores two threads collapsed (WLN: 26 vs 675 molecules/s on 2 busy cores);
@@ -99,14 +99,14 @@ $(CEP_RUNS)/%/result.json: | $(STAMP)
 		$(ARGS) hydra.run.dir=$(@D)
 
 report: setup ## Tables 1-3, Figure 2, curves, bench chart into REPORT/README.md; README.md results block
-	$(PY) -m knn.report --results $(RESULTS) --out $(REPORT) --readme README.md
+	$(PY) -m knn.tools.report --results $(RESULTS) --out $(REPORT) --readme README.md
 
 # nightly: the checks and their bands; the run folder (default outputs/nightly/<time>).
 EXPECTED ?= experiments/expected.yaml
 NIGHTLY_OUT ?= outputs/nightly/$(shell date +%Y-%m-%d_%H-%M-%S)
 
 nightly: setup ## short fixed runs + bench against experiments/expected.yaml bands; exit 1 on any failure
-	$(PY) -m knn.nightly --expected $(EXPECTED) --out $(NIGHTLY_OUT)
+	$(PY) -m knn.tools.nightly --expected $(EXPECTED) --out $(NIGHTLY_OUT)
 
 # peer-chemprop: chemprop 2.3.1's default D-MPNN on the same CEP split, in its own
 # venv (experiments/peers/chemprop/README.md); system python3, not .venv.

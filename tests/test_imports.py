@@ -40,8 +40,9 @@ PACKAGE_DIR = Path(knn.__file__).resolve().parent
 #: * ``knn.models``: models built from layers.
 #: * ``knn.tasks``: what the trainer trains on (data + model family + loss + metrics).
 #: * ``knn.train``: the shared trainer.
-#: * tools and entry points: command-line programs on top of everything, including
-#:   the train-package tools (throughput, summary) and ``python -m knn.train``.
+#: * tools and entry points: the experiment tooling in ``knn.tools`` (report, results
+#:   registry, nightly, benchmarks, throughput, Table 3 writer, run summary), the
+#:   user-facing ``knn.predict`` and ``python -m knn.train``; nothing below imports them.
 LAYERS: list[tuple[str, ...]] = [
     ("knn", "knn.errors", "knn.io", "knn.paths", "knn.dist"),
     ("knn.ops",),
@@ -52,8 +53,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("knn.models",),
     ("knn.tasks",),
     ("knn.train",),
-    ("knn.bench", "knn.results", "knn.report", "knn.nightly", "knn.cep_table", "knn.predict",
-     "knn.train.throughput", "knn.train.summary", "knn.train.__main__"),
+    ("knn.tools", "knn.predict", "knn.train.__main__"),
 ]
 
 
@@ -256,7 +256,7 @@ def test_the_checker_catches_the_cycles_issue_17_removed() -> None:
 def test_layer_lookup() -> None:
     assert layer_of("knn") == 0 and layer_of("knn.dist") == 0
     assert layer_of("knn.train.loop") == layer_of("knn.train") == 8
-    assert layer_of("knn.train.throughput") == layer_of("knn.bench") == len(LAYERS) - 1
+    assert layer_of("knn.tools.throughput") == layer_of("knn.tools.bench") == len(LAYERS) - 1
     assert layer_of("knn.models.heads") == 6
     assert layer_of("knn.newthing") is None
 

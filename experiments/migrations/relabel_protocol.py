@@ -4,7 +4,7 @@
 
 Run once when protocol labels became derived from configs and every JSON the
 project writes started to carry :func:`knn.train.provenance.provenance`.
-Before that, ``knn.results`` labelled a run "full" unless its command line
+Before that, ``knn.results`` (now knn.tools.results) labelled a run "full" unless its command line
 used one of a fixed list of keys, so runs with e.g. ``task.eval_batch_size=10``
 or ``task.phrases=false`` showed as the paper's protocol; and bench,
 throughput and nightly files recorded no commit or machine.

@@ -4,7 +4,7 @@ Why this exists: ``torch.nn.functional.linear`` on CPU calls MKL's sgemm,
 which on AMD processors does not take its AVX-512 path (on this project's
 2-core AMD EPYC it reaches 212 GFLOP/s, about the AVX2 limit). oneDNN (the
 library behind ``nn.LSTM``'s CPU kernels) reaches 463 there and runs the PTB
-shapes' products 1.8-2x faster at fp32 accuracy (``python -m knn.bench``, section "linear";
+shapes' products 1.8-2x faster at fp32 accuracy (``python -m knn.tools.bench``, section "linear";
 ``experiments/bench/layers.md``). Leaving our GEMMs on MKL while the LSTM
 baseline gets oneDNN would compare libraries, not architectures.
 
@@ -61,7 +61,7 @@ def _mm(a: Tensor, w: Tensor, bias: Tensor | None = None) -> Tensor:
 
 if _LINEAR is not None:
     # FlopCounterMode knows aten's products only; without this the throughput
-    # report (knn.train.throughput) would miss every product routed here.
+    # report (knn.tools.throughput) would miss every product routed here.
     @register_flop_formula(_LINEAR)
     def _linear_flops(x_shape, w_shape, *args, **kwargs) -> int:
         rows = 1

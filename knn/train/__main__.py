@@ -5,7 +5,7 @@ groups); see the README for experiments and sweeps. This module is Hydra's
 application (``@hydra.main``): it composes the config, points ``run_dir`` at
 Hydra's output directory and hands over to :func:`knn.train.train`. Other
 modules use only Hydra's compose API (:func:`knn.train.config.reference_config`,
-:mod:`knn.train.throughput`, :mod:`knn.report`). Expected failures (bad config,
+:mod:`knn.tools.throughput`, :mod:`knn.tools.report`). Expected failures (bad config,
 missing data, unreadable checkpoint, diverged loss) print one line and exit 1.
 
 In a sweep (``-m``) a failing job must not stop the others: it writes

@@ -2,8 +2,8 @@
 
 :func:`provenance` is the one source of the provenance keys that
 ``result.json`` (:mod:`knn.train.loop`), the layer benchmark
-(:mod:`knn.bench`), the throughput tool (:mod:`knn.train.throughput`) and the
-nightly run (:mod:`knn.nightly`) record: the source commit, the command, the
+(:mod:`knn.tools.bench`), the throughput tool (:mod:`knn.tools.throughput`) and the
+nightly run (:mod:`knn.tools.nightly`) record: the source commit, the command, the
 machine, torch's version and which implementations the dispatching ops ran.
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from knn import nightly
+from knn.tools import nightly
 from knn.ops import recurrence
 from knn.train import provenance as P
 
@@ -50,7 +50,7 @@ def test_nightly_json_carries_provenance(tmp_path) -> None:
     argv = ["--expected", str(expected), "--out", str(tmp_path / "out")]
     assert nightly.main(argv) == 0
     check_provenance(json.loads((tmp_path / "out" / "nightly.json").read_text()),
-                     "python -m knn.nightly " + " ".join(argv))
+                     "python -m knn.tools.nightly " + " ".join(argv))
 
 
 def test_cpu_model_falls_back_without_proc_cpuinfo(monkeypatch) -> None:

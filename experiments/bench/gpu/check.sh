@@ -51,7 +51,7 @@ timeout 240 python3 -m pytest tests/ops -q -p no:cacheprovider -rs 2>&1 | tail -
 want throughput && {
 echo "== 2. throughput" | tee -a "$LOG"
 tp() {  # name, env, steps
-  env $2 timeout 120 python3 -m knn.train.throughput experiment=ptb/${1%%.*} device=cuda --steps "$3" \
+  env $2 timeout 120 python3 -m knn.tools.throughput experiment=ptb/${1%%.*} device=cuda --steps "$3" \
     --out "/tmp/tp_$1.json" > /dev/null 2>> "$LOG" && echo "$1: $(cat /tmp/tp_$1.json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["tokens_per_s"], "tok/s", r["step_ms"], "ms/step, fused", r["fused_scan"], ", peak", r["gemm_peak_gflops"], "GFLOP/s")')" | tee -a "$LOG"
 }
 tp gated_5m.fused KNN_FUSED=1 100

@@ -1,6 +1,6 @@
 """Table 3 (CEP) rows from training runs' ``result.json`` files.
 
-    python -m knn.cep_table RUNS [RUNS ...] [--out experiments/results/cep/table3]
+    python -m knn.tools.cep_table RUNS [RUNS ...] [--out experiments/results/cep/table3]
 
 Every ``result.json`` below the given folders whose task is ``cep`` is one
 run; runs of one variant (``experiment=cep/<variant>``) form one row, and
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from knn import results
+from knn.tools import results
 from knn.io import write_json, write_text
 from knn.paths import REPO_ROOT
 from knn.train.provenance import provenance
@@ -188,7 +188,7 @@ def markdown(rows: list[dict[str, Any]], peer_dir: Path | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knn.cep_table",
+    parser = argparse.ArgumentParser(prog="python -m knn.tools.cep_table",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("roots", nargs="+", help="run folders (searched for result.json) or files")
     parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         write_text(Path(f"{out}.md"), text)
         ref = chemprop_reference()
-        command = shlex.join(["python", "-m", "knn.cep_table",
+        command = shlex.join(["python", "-m", "knn.tools.cep_table",
                               *(sys.argv[1:] if argv is None else argv)])
         payload = {**provenance(command), "rows": rows, "ordering": ordering(rows),
                    "reference": ref,

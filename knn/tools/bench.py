@@ -1,6 +1,6 @@
 """Layer benchmark: string-kernel layers against nn.LSTM / nn.GRU in one process.
 
-    python -m knn.bench [--record | --out FILE] [--reps 30]
+    python -m knn.tools.bench [--record | --out FILE] [--reps 30]
 
 Each case times forward + backward of one layer (median over ``reps`` after
 warm-up) next to nn.LSTM and nn.GRU of the same width and the layer's own
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
                                      f"{SCRATCH_DIR / 'layers.json'})")
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args(argv)
-    result = run(args.reps, shlex.join(["python", "-m", "knn.bench", *argv]))
+    result = run(args.reps, shlex.join(["python", "-m", "knn.tools.bench", *argv]))
     out = output_path("layers.json", args.record, args.out)
     write_json(result, out)
     write_text(out.with_suffix(".md"), to_markdown(result))

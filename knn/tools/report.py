@@ -1,13 +1,13 @@
 """The results report: the paper's Tables 1-3 and Figure 2 next to ours, with figures.
 
-    python -m knn.report [--results ROOT [ROOT ...]] [--bench experiments/bench/layers.json]
+    python -m knn.tools.report [--results ROOT [ROOT ...]] [--bench experiments/bench/layers.json]
                          [--out experiments/report] [--readme README.md]
 
 Every experiment config (``conf/experiment/<task>/<name>.yaml``) is a row of
 its table, run or not: the paper's row name, number and size come from the
 config's ``paper:`` field (composed with Hydra, so inherited experiments
 resolve), never from code or from the runs. The runs come from the results
-registry (:mod:`knn.results`) under the roots (default ``experiments/results``;
+registry (:mod:`knn.tools.results`) under the roots (default ``experiments/results``;
 Hydra's ``outputs/`` and ``multirun/`` work too); those of one experiment with
 one label (the protocol label each run records, derived from its config,
 see :mod:`knn.train.protocol`: full, budgeted, cut, modified, smoke; and the
@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from knn import cep_table
+from knn.tools import cep_table
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
-from knn.results import (RESULTS_ROOT, aggregate, collect, collect_failed, fmt_metric, markdown,
+from knn.tools.results import (RESULTS_ROOT, aggregate, collect, collect_failed, fmt_metric, markdown,
                          pm, protocol, run_key)
 from knn.paths import CONF_DIR, REPO_ROOT
 from knn.tasks.sst import DEFAULT_VECTORS
@@ -139,7 +139,7 @@ def section_rows(section: Section, exps: list[Experiment], runs: list[dict[str, 
                  failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (experiment, label) with runs, one per experiment without.
 
-    A row: ``experiment``, ``group`` (the :func:`knn.results.aggregate` group, or None),
+    A row: ``experiment``, ``group`` (the :func:`knn.tools.results.aggregate` group, or None),
     ``label`` and ``failed`` (how many of the experiment's runs failed).
     """
     rank = {v: i for i, v in enumerate(section.order)}
@@ -223,7 +223,7 @@ def table_markdown(section: Section, rows: list[dict[str, Any]], out: Path) -> l
 
 
 def cep_notes(runs: list[dict[str, Any]]) -> list[str]:
-    """Below Table 3: the paper's ordering checked by :mod:`knn.cep_table`, its reference
+    """Below Table 3: the paper's ordering checked by :mod:`knn.tools.cep_table`, its reference
     line and its note on the data."""
     lines = []
     cep_runs = [r for r in runs if r["task"] == "cep"]
@@ -468,12 +468,12 @@ def update_readme(readme: Path, lines: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knn.report",
+    parser = argparse.ArgumentParser(prog="python -m knn.tools.report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--results", nargs="+", default=[RESULTS_ROOT],
                         help=f"folders searched for result.json and failed.json ({RESULTS_ROOT})")
     parser.add_argument("--bench", default=BENCH,
-                        help=f"layer benchmark JSON of knn.bench ({BENCH}); skipped when absent")
+                        help=f"layer benchmark JSON of knn.tools.bench ({BENCH}); skipped when absent")
     parser.add_argument("--out", default=REPORT, help=f"report folder ({REPORT})")
     parser.add_argument("--readme", help="also rewrite this file's generated-results block "
                         "(make report: README.md)")
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: no benchmark file {bench}; the report has no benchmark section",
               file=sys.stderr)
     shown_roots = " ".join(_shown(r.resolve()) for r in roots)
-    command = (f"python -m knn.report --results {shown_roots} --bench {_shown(bench.resolve())} "
+    command = (f"python -m knn.tools.report --results {shown_roots} --bench {_shown(bench.resolve())} "
                f"--out {_shown(out.resolve())}")
     for path in build(roots, bench if bench.is_file() else None, out, command):
         print(path)

@@ -1,10 +1,10 @@
-"""knn.train.throughput: counted FLOPs match the model's products; the peak and profile are reported."""
+"""knn.tools.throughput: counted FLOPs match the model's products; the peak and profile are reported."""
 import json
 from pathlib import Path
 
 import pytest
 
-from knn.train import throughput
+from knn.tools import throughput
 
 
 @pytest.fixture
@@ -18,7 +18,7 @@ def fast_peak(monkeypatch):
 def test_flops_per_token_are_every_product_of_the_kernel_lm(fake_ptb, fast_peak, depth):
     d, V = 16, len(fake_ptb.vocab)
     overrides = ["experiment=ptb/gated_5m", "debug=smoke", "device=cpu", "threads=1", f"model.depth={depth}"]
-    command = "python -m knn.train.throughput " + " ".join(overrides)
+    command = "python -m knn.tools.throughput " + " ".join(overrides)
     result = throughput.measure(overrides, steps=2, command=command, warmup=1, profile_steps=2)
     # Forward + backward (3 products each) of: the tied decoder d -> V; per layer the one
     # input projection d -> 3d (W^(1), W_λ, W_f) and the per-step gate U h[t-1], d -> d.
@@ -68,6 +68,6 @@ def test_main_writes_outside_version_control_unless_recording(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     argv = ["experiment=ptb/gated_5m", "--steps", "3", *flags]
     assert throughput.main(argv) == Path(written)
-    assert calls[0] == "python -m knn.train.throughput " + " ".join(argv)
+    assert calls[0] == "python -m knn.tools.throughput " + " ".join(argv)
     assert [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()] == [written]
     assert json.loads((tmp_path / written).read_text())["command"] == calls[0]

@@ -1,6 +1,6 @@
 """Training throughput of one experiment: tokens/s, FLOPs/token, share of GEMM peak.
 
-    python -m knn.train.throughput experiment=ptb/gated_5m [--steps 30] [--profile 5]
+    python -m knn.tools.throughput experiment=ptb/gated_5m [--steps 30] [--profile 5]
                                    [--record | --out FILE]
 
 Runs real optimizer steps of the experiment's model on its task's training
@@ -38,7 +38,7 @@ from hydra import compose, initialize_config_dir
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from knn.bench import output_path
+from knn.tools.bench import output_path
 from knn.io import write_json
 from knn.models import count_params
 from knn.ops import usage
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> Path:
                        help="write the committed measurement, experiments/bench/<name>.json")
     where.add_argument("--out", default=None, help="write the JSON here (default: outputs/bench/<name>.json)")
     args = parser.parse_args(argv)
-    command = shlex.join(["python", "-m", "knn.train.throughput", *argv])
+    command = shlex.join(["python", "-m", "knn.tools.throughput", *argv])
     result = measure(args.overrides, args.steps, command, profile_steps=args.profile)
     print(json.dumps(result, indent=2))
     out = output_path(result_name(args.overrides), args.record, args.out)

@@ -1,6 +1,6 @@
 """Nightly regression: short fixed runs whose numbers must stay inside measured bands.
 
-    python -m knn.nightly [--expected experiments/expected.yaml] [--out DIR] [--only NAME ...]
+    python -m knn.tools.nightly [--expected experiments/expected.yaml] [--out DIR] [--only NAME ...]
                           [--record --why TEXT]
 
 ``experiments/expected.yaml`` lists the checks. A *training* check is a
@@ -8,7 +8,7 @@
 epochs, so its number is a function of code, data and seed, not of the
 machine's speed; it reads ``metric`` (``split.key`` of ``result.json``'s
 ``metrics``, e.g. ``valid.ppl``). A *benchmark* check reads one ratio of
-``python -m knn.bench`` (``bench: {variant, shape, field}``), measured against
+``python -m knn.tools.bench`` (``bench: {variant, shape, field}``), measured against
 a baseline in the same process.
 
 **Bands come from measured spread.** ``--record`` runs every training check
@@ -150,11 +150,11 @@ def run_training(check: Check, out: Path, seed: int) -> tuple[float | None, floa
 def run_bench(out: Path, rep: int) -> tuple[dict[tuple[str, str], dict[str, Any]], str]:
     """Run the layer benchmark once; its cases by (variant, shape), or {} and why not."""
     path = out / f"bench{rep}" / "layers.json"
-    proc = subprocess.run([sys.executable, "-m", "knn.bench", "--out", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "knn.tools.bench", "--out", str(path)],
                           capture_output=True, text=True)
     (out / f"bench{rep}.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        return {}, f"knn.bench exit {proc.returncode}"
+        return {}, f"knn.tools.bench exit {proc.returncode}"
     cases = json.loads(path.read_text())["cases"]
     return {(c["variant"], c["shape"]["name"]): c for c in cases}, ""
 
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.record and not args.why:
         raise SystemExit("error: --record needs --why TEXT (it goes into each check's history)")
-    command = shlex.join(["python", "-m", "knn.nightly", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["python", "-m", "knn.tools.nightly", *(sys.argv[1:] if argv is None else argv)])
 
     spec, checks = load_checks(args.expected)
     if args.only is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from knn.train.summary import main
+from knn.tools.summary import main
 
 
 def test_row_for_smoke_run(train_smoke, tmp_path, capsys) -> None:
@@ -10,7 +10,7 @@ def test_row_for_smoke_run(train_smoke, tmp_path, capsys) -> None:
     assert main([str(tmp_path)]) == 0
     header, _, row = capsys.readouterr().out.splitlines()
     assert "test ppl" in header
-    # smoke outranks the budget: its numbers mean nothing (labels: knn.results.protocol)
+    # smoke outranks the budget: its numbers mean nothing (labels: knn.tools.results.protocol)
     assert "| ptb | gated_5m |" in row and "| 73.6 |" in row and "| smoke (limited batches)," in row
 
 

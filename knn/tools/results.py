@@ -1,6 +1,6 @@
 """The results registry: runs collected from folders, listed, filtered, aggregated over seeds.
 
-    python -m knn.results [ROOT ...] [--task GLOB] [--model GLOB] [--variant GLOB]
+    python -m knn.tools.results [ROOT ...] [--task GLOB] [--model GLOB] [--variant GLOB]
                           [--list] [--out PREFIX] [--title TITLE]
 
 Every ``result.json`` below the roots (default ``experiments/results``;
@@ -45,7 +45,7 @@ from typing import Any
 
 from knn.io import write_json, write_text
 
-#: Where ``python -m knn.results`` looks when given no root (relative to the working folder).
+#: Where ``python -m knn.tools.results`` looks when given no root (relative to the working folder).
 RESULTS_ROOT = "experiments/results"
 RESULT, FAILED = "result.json", "failed.json"
 
@@ -245,7 +245,7 @@ def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knn.results",
+    parser = argparse.ArgumentParser(prog="python -m knn.tools.results",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("roots", nargs="*", default=[RESULTS_ROOT],
                         help=f"folders searched for result.json and failed.json, or files "
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = aggregate(runs)
     if args.out:
         argv_shown = sys.argv[1:] if argv is None else argv
-        write(rows, args.out, args.title, shlex.join(["python", "-m", "knn.results", *argv_shown]))
+        write(rows, args.out, args.title, shlex.join(["python", "-m", "knn.tools.results", *argv_shown]))
     print(markdown(rows, args.title), end="")
     return 0
 

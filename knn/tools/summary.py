@@ -1,6 +1,6 @@
 """Print ``result.json`` files as rows of a Markdown table.
 
-``python -m knn.train.summary RUN_DIR_OR_RESULT_JSON [...]``: one row per run
+``python -m knn.tools.summary RUN_DIR_OR_RESULT_JSON [...]``: one row per run
 with the paper's number beside ours and whether the run was budgeted
 (``make reproduce-ptb`` ends with this). Aggregating many runs over seeds is
 the report's job, not this.
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from knn import results
+from knn.tools import results
 
 HEADER = "| task | variant | params | valid {m} | test {m} | paper | protocol | wall | run |"
 
@@ -39,7 +39,7 @@ def row(result: dict[str, Any], where: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     paths = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
     if not paths:
-        print("usage: python -m knn.train.summary RUN_DIR_OR_RESULT_JSON [...]", file=sys.stderr)
+        print("usage: python -m knn.tools.summary RUN_DIR_OR_RESULT_JSON [...]", file=sys.stderr)
         return 2
     runs = []
     for p in paths:

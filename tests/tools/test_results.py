@@ -1,4 +1,4 @@
-"""knn.results: collecting result.json files and aggregating them over seeds."""
+"""knn.tools.results: collecting result.json files and aggregating them over seeds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knn.results import aggregate, collect, collect_failed, listing, main, markdown, select
+from knn.tools.results import aggregate, collect, collect_failed, listing, main, markdown, select
 
 
 def result(task: str, variant: str, seed: int, valid: float, test: float, **extra) -> dict:
@@ -167,7 +167,7 @@ def test_cli_default_root_is_experiments_results(tmp_path: Path, monkeypatch: py
 def test_protocol_is_the_recorded_label_or_unlabelled() -> None:
     """The registry shows the label the trainer derived (knn.train.protocol); it no longer
     reads the command line, so a file without the field says so instead of "full"."""
-    from knn.results import UNLABELLED, protocol
+    from knn.tools.results import UNLABELLED, protocol
 
     labelled = result("ptb", "gated_5m", 0, 80.0, 78.0, budgeted=True, budget_minutes=30.0,
                       protocol="budgeted 30 min; modified (task.eval_batch_size=10)",
@@ -182,7 +182,7 @@ def test_protocol_is_the_recorded_label_or_unlabelled() -> None:
 # --------------------------------------------------------------------------
 # experiments/migrations/relabel_protocol.py on copies of committed files
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MIGRATION = REPO / "experiments" / "migrations" / "relabel_protocol.py"
 #: Committed files (copied, never touched) and the label each must get; None: not a result.
 COPIED = {

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from knn import bench
+from knn.tools import bench
 from knn.io import write_json
 
-COMMAND = "python -m knn.bench --reps 2"
+COMMAND = "python -m knn.tools.bench --reps 2"
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_main_writes_outside_version_control_unless_recording(tiny, tmp_path, mo
     files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert files == sorted([written, written.replace(".json", ".md")])
     assert json.loads((tmp_path / written).read_text())["command"] == \
-        "python -m knn.bench " + " ".join(argv)
+        "python -m knn.tools.bench " + " ".join(argv)
 
 
 def test_record_and_out_exclude_each_other(capsys):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from knn import cep_table
-from knn.cep_table import chemprop_reference, main, ordering, table, versus_chemprop
+from knn.tools import cep_table
+from knn.tools.cep_table import chemprop_reference, main, ordering, table, versus_chemprop
 
 
 def result(variant: str, valid: float, test: float, seed: int = 0, **extra) -> dict:

@@ -1,4 +1,4 @@
-"""knn.nightly on the smoke preset: bands, a deliberately failing one, exit codes, artifacts.
+"""knn.tools.nightly on the smoke preset: bands, a deliberately failing one, exit codes, artifacts.
 
 The checks train on the PTB-format fixture (``tests/fixtures/ptb``), so no data mirror is needed.
 """
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from knn import nightly
+from knn.tools import nightly
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "ptb"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "ptb"
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_nightly_records_bands_passes_and_fails(tmp_path: Path, ptb_fixture) -> 
     # predictor (test ppl 36.2; uniform 47), and the recorded baseline says so.
     assert hi < 0.85 * ptb_fixture.unigram_ppl() and check["constant_baseline"] > hi
     assert check["history"][-1]["why"] == "first measurement"
-    assert check["measured_on"]["command"].startswith("python -m knn.nightly --expected")
+    assert check["measured_on"]["command"].startswith("python -m knn.tools.nightly --expected")
     assert expected.read_text().startswith("# test expectations\n")
 
     # 2. Seed 0 again lands in its band; a band set 10% too low (a "suspiciously

@@ -1,4 +1,4 @@
-"""knn.report: paper tables from configs and runs, failed runs, figures."""
+"""knn.tools.report: paper tables from configs and runs, failed runs, figures."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from knn import report
+from knn.tools import report
 from knn.train.config import experiment_names
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

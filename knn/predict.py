@@ -20,7 +20,7 @@ Arguments are ``key=value`` pairs (split at the first ``=``, so SMILES with
                    or ``.smi``, or one without commas that has a ``/`` or
                    ``\\`` and does not parse as a SMILES (``F/C=C/F`` does)
 ``output``         the predictions CSV; default: standard output
-``smiles_column``  default: the training run's ``data.smiles_column``
+``smiles_column``  default: the training run's ``task.data.smiles_column``
 ``on_invalid``     ``error`` (default): an unparseable SMILES stops with one
                    line naming it; ``skip``: its prediction is left empty and
                    the reason goes in an ``invalid`` column
@@ -96,7 +96,8 @@ class Predictor:
             task = (config.get("task") or {}).get("name")
             raise CheckpointError(f"{path} is not a molecule model checkpoint (task {task!r})")
         featurizer = MolFeaturizer.preset(meta["featurizer"])
-        model = build_regressor(config["model"], featurizer.atom_dim, featurizer.bond_dim)
+        model = build_regressor(stored_model_config(config["model"]), featurizer.atom_dim,
+                                featurizer.bond_dim)
         model.load_state_dict(state["model"])
         dev = pick_device(device)
         return cls(model.to(dev).eval(), featurizer, float(meta["target_mean"]),
@@ -116,6 +117,16 @@ class Predictor:
             for i, p in zip(kept[start : start + batch_size], pred.tolist()):
                 out[i] = p
         return out, dict(bad)
+
+
+def stored_model_config(model: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``model`` config as today's schema (:data:`knn.models.MODELS`) reads it."""
+    model = dict(model)
+    # Checkpoints written before wl_kernel's WL iterations were named ``depth`` (as in every
+    # other model) store them as ``iterations``.
+    if model.get("name") == "wl_kernel" and "iterations" in model:
+        model["depth"] = model.pop("iterations")
+    return model
 
 
 def parse_args(argv: Sequence[str]) -> dict[str, str]:

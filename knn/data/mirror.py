@@ -360,7 +360,7 @@ def _missing_message(
 ) -> str:
     """One line that says where we looked and the two ways to fix it."""
     looked = f"not in data mirror {mirror_dir}" if mirror_dir else "no data mirror found"
-    remedy = f"set {ENV_MIRROR}=DIR (or data.mirror=DIR) to a mirror that has it"
+    remedy = f"set {ENV_MIRROR}=DIR (or task.data.mirror=DIR) to a mirror that has it"
     if source.url is not None:
         remedy += f", or allow internet access to {source.url}"
     return f"{name}: {looked}, not in cache {cache_root}, and {why}; {remedy}"

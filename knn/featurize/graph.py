@@ -6,7 +6,7 @@ graph, with padded neighbour lists so that every sum over neighbours or over
 a graph's atoms is a gather followed by a sum over a fixed axis.
 
 Determinism. The forward pass of such a sum has a fixed order; its backward
-pass is where the order used to depend on thread scheduling. The gradient of a
+pass is where the order could depend on thread scheduling. The gradient of a
 gather ``x[index]`` is a scatter-add into ``x``'s rows. For advanced indexing
 that is ``index_put_(..., accumulate=True)``, which on CPU with several
 threads adds with atomic operations in whatever order the threads run

@@ -48,9 +48,10 @@ READOUTS = ("last", "sum")
 
 @dataclass
 class WLConfig:
-    """A Weisfeiler-Lehman kernel network."""
+    """A Weisfeiler-Lehman kernel network. ``hidden`` has no default: the models' presets
+    (conf/model/*.yaml) size it."""
 
-    hidden: int = 175
+    hidden: int
     depth: int = 4                # iterations L
     n: int = 2                    # walk length of the per-iteration kernel
     readout: str = "last"         # "last": h_G^{(L)} (authors' code); "sum": Σ_l h_G^{(l)} (paper)

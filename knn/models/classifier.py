@@ -31,9 +31,7 @@ max over time, dropout 0.5, linear. ``BiLSTMClassifier``: one bidirectional
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Union
-
+from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -43,44 +41,40 @@ from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 POOLINGS = ("mean", "last")
 
 
+def _sst_kernel() -> StringKernelConfig:
+    """The authors' SST layers: n = 2, h = relu(c_1 + c_2), gated decay, no highway,
+    rnn dropout 0.2 (their fine-grained setting; 0.1 for binary)."""
+    return StringKernelConfig(n=2, output="sum", activation="relu", highway=False, rnn_dropout=0.2)
+
+
 @dataclass
 class KernelClassifierConfig:
-    """Kernel NN classifier hyper-parameters: the harness's, then the layers'.
+    """Kernel NN classifier hyper-parameters: the harness's, and its layers' (``kernel``).
 
     Defaults are the paper's fine-grained setting (authors' README: dropout
     0.35, rnn dropout 0.2; 0.1 for binary). ``activation`` "relu" is the
     default of the authors' ``sst/options.py``, which their README does not
-    override. ``highway`` applies to layers 2..depth (the authors' rule).
+    override. ``kernel.highway`` applies to layers 2..depth (the authors' rule).
     """
 
     name: str = "knn_sst"
     n_classes: int = 5
-    d_hidden: int = 200
+    hidden: int = 200
     depth: int = 3
     dropout: float = 0.35  # on embeddings, between layers, on the pooled features
     pooling: str = "mean"  # per-layer masked mean over time, or the last real state
-    n: int = 2
-    mapping: str = "multiplicative"
-    normalized: bool = True
-    output: str = "sum"
-    activation: str = "relu"
-    decay: str = "gated_xh"
-    decay_value: float = 0.5
-    highway: bool = False
-    rnn_dropout: float = 0.2
+    kernel: StringKernelConfig = field(default_factory=_sst_kernel)
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
-        for name in ("n_classes", "d_hidden", "depth"):
+        for name in ("n_classes", "hidden", "depth"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        self.kernel_config(0)  # StringKernelConfig rejects bad values with a one-line ValueError
 
-    def kernel_config(self, layer: int) -> StringKernelConfig:
-        """Layer ``layer``'s (0-based) config: the shared fields; highway only above layer 0."""
-        shared = {f.name: getattr(self, f.name) for f in fields(StringKernelConfig)}
-        return StringKernelConfig(**{**shared, "highway": self.highway and layer > 0})
+    def layer_kernel(self, layer: int) -> StringKernelConfig:
+        """Layer ``layer``'s (0-based) config: ``kernel``, with highway only above layer 0."""
+        return replace(self.kernel, highway=self.kernel.highway and layer > 0)
 
 
 @dataclass
@@ -90,26 +84,24 @@ class KimCNNConfig:
     name: str = "kim_cnn"
     n_classes: int = 5
     widths: tuple[int, ...] = (3, 4, 5)
-    filters: int = 100  # per width
+    hidden: int = 100  # feature maps (filters) per width
     dropout: float = 0.5  # on the pooled features
 
 
 @dataclass
 class BiLSTMConfig:
-    """Bidirectional LSTM baseline (Tai et al. 2015 use d = 150 per direction)."""
+    """Bidirectional LSTM baseline (Tai et al. 2015 use d = 150 per direction, one layer)."""
 
     name: str = "bilstm"
     n_classes: int = 5
-    d_hidden: int = 150  # per direction
+    hidden: int = 150  # per direction
+    depth: int = 1  # stacked bidirectional layers
     dropout: float = 0.5  # on embeddings and on the pooled features
     pooling: str = "mean"  # masked mean of [fwd; bwd] outputs, or "last": final states
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
-
-
-ClassifierConfig = Union[KernelClassifierConfig, KimCNNConfig, BiLSTMConfig]
 
 
 # --------------------------------------------------------------------------- #
@@ -157,11 +149,11 @@ class KernelClassifier(nn.Module):
         self.embedding = _FixedEmbedding(vectors)
         d_in = vectors.shape[1]
         self.layers = nn.ModuleList(
-            StringKernelLayer(d_in if l == 0 else cfg.d_hidden, cfg.d_hidden, cfg.kernel_config(l))
+            StringKernelLayer(d_in if l == 0 else cfg.hidden, cfg.hidden, cfg.layer_kernel(l))
             for l in range(cfg.depth)
         )
         self.drop = nn.Dropout(cfg.dropout)
-        self.out = nn.Linear(cfg.depth * cfg.d_hidden, cfg.n_classes, bias=False)
+        self.out = nn.Linear(cfg.depth * cfg.hidden, cfg.n_classes, bias=False)
 
     def features(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """Concatenated per-layer summaries z (B, depth·d), before the output dropout."""
@@ -193,10 +185,10 @@ class KimCNN(nn.Module):
         self.embedding = _FixedEmbedding(vectors)
         d_in = vectors.shape[1]
         self.convs = nn.ModuleList(
-            nn.Conv1d(d_in, cfg.filters, w, padding=w - 1) for w in cfg.widths
+            nn.Conv1d(d_in, cfg.hidden, w, padding=w - 1) for w in cfg.widths
         )
         self.drop = nn.Dropout(cfg.dropout)
-        self.out = nn.Linear(len(cfg.widths) * cfg.filters, cfg.n_classes)
+        self.out = nn.Linear(len(cfg.widths) * cfg.hidden, cfg.n_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
@@ -219,38 +211,19 @@ class BiLSTMClassifier(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embedding = _FixedEmbedding(vectors)
-        self.rnn = nn.LSTM(vectors.shape[1], cfg.d_hidden, bidirectional=True)
+        self.rnn = nn.LSTM(vectors.shape[1], cfg.hidden, cfg.depth, bidirectional=True)
         self.drop = nn.Dropout(cfg.dropout)
-        self.out = nn.Linear(2 * cfg.d_hidden, cfg.n_classes)
+        self.out = nn.Linear(2 * cfg.hidden, cfg.n_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
         x = self.drop(self.embedding(tokens))  # (T, B, d_in)
         lengths = mask.long().sum(0).cpu()
         packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
-        out, (h_n, _) = self.rnn(packed)  # h_n (2, B, d): final fwd and bwd states
+        out, (h_n, _) = self.rnn(packed)  # h_n (2·depth, B, d): final fwd and bwd states per layer
         if self.cfg.pooling == "mean":
             h, _ = pad_packed_sequence(out, total_length=tokens.shape[0])  # (T, B, 2d), pads 0
             z = masked_mean(h, mask)
         else:
-            z = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, 2d)
+            z = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (B, 2d), the top layer's
         return self.out(self.drop(z))
-
-
-MODELS: dict[str, type[nn.Module]] = {
-    "knn_sst": KernelClassifier,
-    "kim_cnn": KimCNN,
-    "bilstm": BiLSTMClassifier,
-}
-CONFIGS: dict[str, type] = {
-    "knn_sst": KernelClassifierConfig,
-    "kim_cnn": KimCNNConfig,
-    "bilstm": BiLSTMConfig,
-}
-
-
-def build_classifier(cfg: ClassifierConfig, vectors: Tensor) -> nn.Module:
-    """The classifier named by ``cfg.name`` over the fixed ``vectors`` (V, d_in)."""
-    if cfg.name not in MODELS:
-        raise ValueError(f"unknown classifier {cfg.name!r}; known: {sorted(MODELS)}")
-    return MODELS[cfg.name](cfg, vectors)

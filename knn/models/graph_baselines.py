@@ -8,8 +8,10 @@
 
 The neural baselines follow the authors' re-implementations
 (``graph_knn/neuralfp`` and ``graph_knn/loopybp`` in taolei87/icml17_knn),
-whose sizes give Table 3's 0.26m parameters; the equations are in each
-class. All neighbour sums are gathers over the padded lists of
+whose sizes (conf/model/<name>.yaml) give Table 3's 0.26m parameters; the
+equations are in each class. Each config's defaults are its preset file's (a
+test keeps them equal); ``atom_dim`` and ``bond_dim`` are None until filled
+in from the featurizer. All neighbour sums are gathers over the padded lists of
 :class:`~knn.featurize.graph.BatchMolGraph` (:func:`~knn.featurize.graph.gather_rows`),
 whose gradients are summed in a fixed order on CPU too: same-seed CPU runs
 are bit-identical.
@@ -20,6 +22,7 @@ import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -27,6 +30,7 @@ from torch import Tensor, nn
 
 from knn.featurize.graph import BatchMolGraph, MolGraph, gather_rows
 from knn.layers.random_walk import normal_linear
+from knn.models.graph import feature_dims
 from knn.models.heads import RegressionHead
 
 # --------------------------------------------------------------------------- #
@@ -36,8 +40,9 @@ from knn.models.heads import RegressionHead
 
 @dataclass
 class NFPConfig:
-    atom_dim: int = 82
-    bond_dim: int = 6
+    name: str = "nfp"
+    atom_dim: Optional[int] = None  # None: from the featurizer
+    bond_dim: Optional[int] = None
     hidden: int = 145
     depth: int = 4
     batch_norm: bool = True
@@ -75,8 +80,9 @@ class NFPRegressor(nn.Module):
     def __init__(self, cfg: NFPConfig) -> None:
         super().__init__()
         self.cfg = cfg
+        atom_dim, bond_dim = feature_dims(cfg)
         self.layers = nn.ModuleList(
-            NFPLayer(cfg.atom_dim if l == 0 else cfg.hidden, cfg.bond_dim, cfg.hidden, cfg.batch_norm, cfg.bn_momentum)
+            NFPLayer(atom_dim if l == 0 else cfg.hidden, bond_dim, cfg.hidden, cfg.batch_norm, cfg.bn_momentum)
             for l in range(cfg.depth)
         )
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
@@ -100,8 +106,9 @@ class NFPRegressor(nn.Module):
 
 @dataclass
 class MeanFieldConfig:
-    atom_dim: int = 82
-    bond_dim: int = 6
+    name: str = "emf"
+    atom_dim: Optional[int] = None  # None: from the featurizer
+    bond_dim: Optional[int] = None
     hidden: int = 340   # 0.26m parameters, like the other neural baselines
     depth: int = 4      # iterations, counting the first
 
@@ -122,8 +129,9 @@ class MeanFieldRegressor(nn.Module):
     def __init__(self, cfg: MeanFieldConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.W_1 = normal_linear(cfg.atom_dim, cfg.hidden, bias=False)
-        self.W_3 = normal_linear(cfg.bond_dim, cfg.hidden, bias=False)
+        atom_dim, bond_dim = feature_dims(cfg)
+        self.W_1 = normal_linear(atom_dim, cfg.hidden, bias=False)
+        self.W_3 = normal_linear(bond_dim, cfg.hidden, bias=False)
         self.W_2 = normal_linear(cfg.hidden, cfg.hidden, bias=False)
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
 
@@ -137,8 +145,9 @@ class MeanFieldRegressor(nn.Module):
 
 @dataclass
 class LoopyBPConfig:
-    atom_dim: int = 82
-    bond_dim: int = 6
+    name: str = "elbp"
+    atom_dim: Optional[int] = None  # None: from the featurizer
+    bond_dim: Optional[int] = None
     hidden: int = 265
     depth: int = 4      # iterations, counting the first (the authors' -d 4)
 
@@ -179,9 +188,10 @@ class LoopyBPRegressor(nn.Module):
     def __init__(self, cfg: LoopyBPConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.W_in = normal_linear(cfg.atom_dim + cfg.bond_dim, cfg.hidden, bias=False)
+        atom_dim, bond_dim = feature_dims(cfg)
+        self.W_in = normal_linear(atom_dim + bond_dim, cfg.hidden, bias=False)
         self.W_bp = normal_linear(cfg.hidden, cfg.hidden, bias=False)
-        self.W_a = normal_linear(cfg.atom_dim, cfg.hidden, bias=False)
+        self.W_a = normal_linear(atom_dim, cfg.hidden, bias=False)
         self.W_m = normal_linear(cfg.hidden, cfg.hidden, bias=False)
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
 
@@ -215,7 +225,7 @@ def _incoming(m: Tensor, in_edges: Tensor) -> Tensor:
 
 @dataclass
 class MeanPredictorConfig:
-    pass
+    name: str = "mean"
 
 
 class MeanPredictor(nn.Module):
@@ -266,8 +276,9 @@ def _row_hash(x: Tensor) -> np.ndarray:
     return table[inverse.ravel()]
 
 
-def wl_labels(graph: BatchMolGraph, iterations: int) -> list[np.ndarray]:
-    """Weisfeiler-Lehman subtree labels l_0..l_T of every atom, each (V,) uint64.
+def wl_labels(graph: BatchMolGraph, depth: int) -> list[np.ndarray]:
+    """Weisfeiler-Lehman subtree labels l_0..l_T of every atom (T = ``depth`` iterations),
+    each (V,) uint64.
 
     l_0(v) hashes v's feature row; l_t(v) hashes (l_{t-1}(v), the multiset
     {(l_{t-1}(u), bond label of uv) : u ∈ N(v)}), the multiset by a sum of
@@ -280,7 +291,7 @@ def wl_labels(graph: BatchMolGraph, iterations: int) -> list[np.ndarray]:
     mask = graph.nbr_mask.cpu().numpy().astype(np.uint64)
     labels = [_splitmix64(atom)]
     with np.errstate(over="ignore"):
-        for t in range(1, iterations + 1):
+        for t in range(1, depth + 1):
             prev = np.concatenate([labels[-1], np.zeros(1, dtype=np.uint64)])
             pair = _splitmix64(prev[nbrs] * np.uint64(0x9E3779B97F4A7C15) + bond[bonds])  # (V, D)
             multiset = (pair * mask).sum(axis=1, dtype=np.uint64)
@@ -290,14 +301,16 @@ def wl_labels(graph: BatchMolGraph, iterations: int) -> list[np.ndarray]:
 
 @dataclass
 class WLSubtreeConfig:
-    iterations: int = 3      # "degree" in Dai et al.'s Table: features from iterations 0..3
+    name: str = "wl_kernel"
+    depth: int = 3           # WL iterations, "degree" in Table 3: features from iterations 0..3
     alpha: float = 10.0      # ridge penalty (best of 0.1, 1, 10, 100 on the CEP validation split)
     max_iter: int = 1000     # conjugate-gradient iterations
     tol: float = 1e-6        # stop when ||residual|| <= tol · ||b||
 
 
 class WLSubtreeRidge(nn.Module):
-    """ŷ = Σ_k w_k φ_k(G) + b, φ_k(G) = how often WL label k (iterations 0..T) occurs in G.
+    """ŷ = Σ_k w_k φ_k(G) + b, φ_k(G) = how often WL label k (iterations 0..T, T = ``depth``)
+    occurs in G.
 
     :meth:`fit` builds the vocabulary of labels seen in training and solves
     ridge regression min ||Xw + b - y||² + α||w||² (b unpenalised) by
@@ -326,7 +339,7 @@ class WLSubtreeRidge(nn.Module):
 
     def _labels(self, graph: BatchMolGraph) -> tuple[np.ndarray, np.ndarray]:
         """(graph index, label) of every (atom, iteration)."""
-        labels = wl_labels(graph, self.cfg.iterations)
+        labels = wl_labels(graph, self.cfg.depth)
         g = np.tile(graph.atom_graph.cpu().numpy(), len(labels))
         return g, np.concatenate(labels).view(np.int64)
 

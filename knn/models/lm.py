@@ -2,11 +2,12 @@
 
 Both models share one harness and differ only in the recurrent encoder::
 
-    ids (T,B) -> Embedding (V,d) -> dropout -> encoder (depth layers, width d)
+    ids (T,B) -> Embedding (V,d) -> dropout -> encoder (depth layers, width d = hidden)
               -> dropout -> Linear (d -> V), weight tied to the embedding -> logits (T,B,V)
 
-``KernelLM`` uses the string-kernel network (n=1, normalized, decay and
-highway from the config); ``LSTMLM`` is the baseline with ``nn.LSTM`` in the
+``KernelLM`` uses the string-kernel network, its layers configured by
+``cfg.kernel`` (:class:`StringKernelConfig`; the paper's 5m/20m models: n=1,
+normalized, gated decay, highway); ``LSTMLM`` is the baseline with ``nn.LSTM`` in the
 same harness, so the two differ in the encoder alone. Dropout is applied
 where the authors apply it: on the embeddings and on the top layer's output;
 ``rnn_dropout`` (variational, inside the kernel layers) is the kernel
@@ -16,7 +17,8 @@ network's own.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -31,29 +33,14 @@ _KEEP_INIT = ("decay_logit",)
 
 @dataclass
 class KernelLMConfig:
-    """KernelLM hyper-parameters: the harness's, then StringKernelConfig's."""
+    """KernelLM hyper-parameters: the harness's, and its layers' (``kernel``)."""
 
     name: str = "knn_lm"
-    d: int = 355  # embedding and hidden width (tying needs them equal)
+    hidden: int = 355  # embedding and hidden width (tying needs them equal)
     depth: int = 3
     dropout: float = 0.5  # on embeddings and on the top layer's output
     tie: bool = True
-    n: int = 1
-    mapping: str = "multiplicative"
-    normalized: bool = True
-    output: str = "last"
-    activation: str = "identity"
-    decay: str = "gated_xh"
-    decay_value: float = 0.5
-    highway: bool = True
-    rnn_dropout: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.kernel_config()  # StringKernelConfig rejects bad values with a one-line ValueError
-
-    def kernel_config(self) -> StringKernelConfig:
-        """The fields StringKernelConfig knows, copied over."""
-        return StringKernelConfig(**{f.name: getattr(self, f.name) for f in fields(StringKernelConfig)})
+    kernel: StringKernelConfig = field(default_factory=StringKernelConfig)
 
 
 @dataclass
@@ -61,14 +48,20 @@ class LSTMLMConfig:
     """LSTMLM hyper-parameters (the harness's only)."""
 
     name: str = "lstm_lm"
-    d: int = 650
+    hidden: int = 650
     depth: int = 2
     dropout: float = 0.5
     tie: bool = True
 
 
 class _TiedLM(nn.Module):
-    """Embedding -> dropout -> ``self.encode`` -> dropout -> tied softmax layer."""
+    """Embedding -> dropout -> ``self.encode`` -> dropout -> tied softmax layer.
+
+    The recurrent state goes to checkpoints as ``state_to_tensors(state)``, a list of
+    tensors whose batch (column) dimension is ``state_batch_dim``.
+    """
+
+    state_batch_dim: ClassVar[int]
 
     def __init__(self, vocab_size: int, d: int, dropout: float, tie: bool) -> None:
         super().__init__()
@@ -112,9 +105,11 @@ class _TiedLM(nn.Module):
 class KernelLM(_TiedLM):
     """Language model whose encoder is a :class:`StringKernelNet`."""
 
-    def __init__(self, vocab_size: int, cfg: KernelLMConfig) -> None:
-        super().__init__(vocab_size, cfg.d, cfg.dropout, cfg.tie)
-        self.rnn = StringKernelNet(cfg.d, cfg.d, cfg.depth, cfg.kernel_config())
+    state_batch_dim: ClassVar[int] = 0  # c (B,n,d), h (B,d)
+
+    def __init__(self, cfg: KernelLMConfig, vocab_size: int) -> None:
+        super().__init__(vocab_size, cfg.hidden, cfg.dropout, cfg.tie)
+        self.rnn = StringKernelNet(cfg.hidden, cfg.hidden, cfg.depth, cfg.kernel)
         self.reset_parameters(keep=_KEEP_INIT)
 
     def encode(
@@ -136,9 +131,11 @@ class KernelLM(_TiedLM):
 class LSTMLM(_TiedLM):
     """The LSTM baseline in the same harness (``nn.LSTM``, tied, same dropout)."""
 
-    def __init__(self, vocab_size: int, cfg: LSTMLMConfig) -> None:
-        super().__init__(vocab_size, cfg.d, cfg.dropout, cfg.tie)
-        self.rnn = nn.LSTM(cfg.d, cfg.d, cfg.depth)
+    state_batch_dim: ClassVar[int] = 1  # h, c: (depth,B,d)
+
+    def __init__(self, cfg: LSTMLMConfig, vocab_size: int) -> None:
+        super().__init__(vocab_size, cfg.hidden, cfg.dropout, cfg.tie)
+        self.rnn = nn.LSTM(cfg.hidden, cfg.hidden, cfg.depth)
         self.reset_parameters()
 
     def encode(self, x: Tensor, state: LSTMState | None) -> tuple[Tensor, LSTMState]:

@@ -1,10 +1,9 @@
 """Dense products y = x Wᵀ + b whose CPU float32 GEMMs run through oneDNN.
 
 Why this exists: ``torch.nn.functional.linear`` on CPU calls MKL's sgemm,
-which on AMD processors does not take its AVX-512 path (on this project's
-2-core AMD EPYC it reaches 212 GFLOP/s, about the AVX2 limit). oneDNN (the
-library behind ``nn.LSTM``'s CPU kernels) reaches 463 there and runs the PTB
-shapes' products 1.8-2x faster at fp32 accuracy (``python -m knn.tools.bench``, section "linear";
+which on AMD processors does not take its AVX-512 path (on an AVX-512 AMD EPYC
+it reaches about the AVX2 limit). oneDNN (the library behind ``nn.LSTM``'s CPU
+kernels) does, and runs the PTB shapes' products about 2x faster at fp32 accuracy (``python -m knn.tools.bench``, section "linear";
 ``experiments/bench/layers.md``). Leaving our GEMMs on MKL while the LSTM
 baseline gets oneDNN would compare libraries, not architectures.
 

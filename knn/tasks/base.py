@@ -11,6 +11,7 @@ derive the order from the seed and the epoch).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import torch
@@ -58,8 +59,9 @@ class Task(Protocol):
     metric: ClassVar[str]  # key of :meth:`evaluate`'s dict used for model selection
     higher_is_better: ClassVar[bool]
 
-    def setup(self) -> None:
-        """Load data (once, before :meth:`build_model`)."""
+    def setup(self, run_dir: Path | None = None) -> None:
+        """Load data (once, before :meth:`build_model`). ``run_dir``: the run's directory, for
+        files the task writes beside the trainer's (a list of skipped rows); None: none."""
 
     def build_model(self, model_cfg: Any) -> nn.Module:
         """The model named by ``model_cfg.name``, sized for this task's data."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 import torch
@@ -28,7 +29,7 @@ from torch import Tensor, nn
 from knn import dist
 from knn.data.ptb import PTBCorpus, batchify, load_ptb, num_segments, segment
 from knn.errors import ConfigError
-from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
+from knn.models import ModelSpec, models_of
 from knn.tasks.base import ConstantBaseline, StepResult
 
 
@@ -53,15 +54,6 @@ class LMTaskConfig:
     data: LMDataConfig = field(default_factory=LMDataConfig)
 
 
-#: model name -> (class, config dataclass); the class takes (vocab_size, cfg).
-MODELS: dict[str, tuple[type[nn.Module], type]] = {
-    "knn_lm": (KernelLM, KernelLMConfig),
-    "lstm_lm": (LSTMLM, LSTMLMConfig),
-}
-#: model class -> the batch (column) dimension of its ``state_to_tensors`` tensors.
-STATE_BATCH_DIM: dict[type, int] = {KernelLM: 0, LSTMLM: 1}  # (B,n,d)/(B,d); (depth,B,d)
-
-
 def load_corpus(data: LMDataConfig) -> PTBCorpus:
     """The PTB corpus (a seam tests replace with a tiny corpus)."""
     return load_ptb(mirror=data.mirror, cache_dir=data.cache_dir, data_dir=data.dir)
@@ -83,7 +75,7 @@ class LanguageModeling:
     metric: ClassVar[str] = "ppl"
     higher_is_better: ClassVar[bool] = False
     Config: ClassVar[type] = LMTaskConfig
-    models: ClassVar[dict[str, tuple[type[nn.Module], type]]] = MODELS
+    models: ClassVar[dict[str, ModelSpec]] = models_of("lm")  # built as cls(cfg, vocab_size)
 
     def __init__(self, cfg: LMTaskConfig, device: torch.device, seed: int = 0) -> None:
         self.cfg = cfg
@@ -91,9 +83,9 @@ class LanguageModeling:
         self.splits: dict[str, Tensor] = {}
         self.vocab_size = 0
         self.carry: Any = None  # recurrent state carried across training segments
-        self._model_cls: Any = None
+        self._model: Any = None  # its state_to_tensors/state_batch_dim checkpoint the carry
 
-    def setup(self) -> None:
+    def setup(self, run_dir: Path | None = None) -> None:
         if self.cfg.batch_size % dist.world_size():
             raise ConfigError(f"task.batch_size={self.cfg.batch_size} must be divisible by the "
                               f"number of processes ({dist.world_size()})")
@@ -107,9 +99,8 @@ class LanguageModeling:
         self.splits["train"] = self.splits["train"][:, dist.share(self.cfg.batch_size)].contiguous()
 
     def build_model(self, model_cfg: Any) -> nn.Module:
-        cls, _ = self.models[model_cfg.name]
-        self._model_cls = cls
-        return cls(self.vocab_size, model_cfg)
+        self._model = self.models[model_cfg.name].cls(model_cfg, self.vocab_size)
+        return self._model
 
     def _num_batches(self, split: str, limit: int | None) -> int:
         n = num_segments(self.splits[split].size(0), self.cfg.bptt)
@@ -173,15 +164,15 @@ class LanguageModeling:
 
     def state_dict(self) -> dict[str, Any]:
         """The carried state of all ``batch_size`` columns (gathered from every process)."""
-        tensors = [] if self.carry is None else self._model_cls.state_to_tensors(self.carry)
-        dim = STATE_BATCH_DIM[self._model_cls]
+        tensors = [] if self.carry is None else self._model.state_to_tensors(self.carry)
+        dim = self._model.state_batch_dim
         return {"carry": [dist.gather_cat(t, dim) for t in tensors]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        dim = STATE_BATCH_DIM[self._model_cls]
+        dim = self._model.state_batch_dim
         tensors = [t.to(self.device)[(slice(None),) * dim + (dist.share(t.size(dim)),)]
                    .contiguous() for t in state["carry"]]
-        self.carry = self._model_cls.state_from_tensors(tensors) if tensors else None
+        self.carry = self._model.state_from_tensors(tensors) if tensors else None
 
 
 def _ppl(loss: float) -> float:

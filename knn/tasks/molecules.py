@@ -1,22 +1,25 @@
 """Molecular property regression (paper Section 5.3, Table 3): ``task=cep`` and ``task=mol_csv``.
 
-Data, graphs and models come from :mod:`knn.data.molecules`,
-:mod:`knn.featurize` and :mod:`knn.models.graph`; this module wires them to
-the shared trainer. One class serves both task names:
+Data, splits, samplers, graphs and models come from :mod:`knn.data.molecules`,
+:mod:`knn.data.splits`, :mod:`knn.data.sampling`, :mod:`knn.featurize` and the
+``graph`` family of :data:`knn.models.MODELS`; this module wires them to the
+shared trainer. One class serves both task names:
 
 * ``cep``: the mirror's ``cep/cep-processed.csv`` (29,978 molecules, column
   ``PCE``) with its fixed 80/10/10 split file;
-* ``mol_csv``: any CSV with a SMILES and a numeric column (``data.path``,
-  ``data.smiles_column``, ``data.target_column``), split by a split file, by
-  a split column (values train/valid/test) or at random (``data.split_seed``).
+* ``mol_csv``: any CSV with a SMILES and a numeric column (``task.data.path``,
+  ``task.data.smiles_column``, ``task.data.target_column``), split by a split
+  file, by a split column (values train/valid/test) or at random
+  (``task.data.split_seed``).
 
 Protocol (the authors' ``graph_knn/*/nntrain.py``):
 
 * batches of 20 drawn with re-sampling toward rare targets
-  (:class:`~knn.data.molecules.ResamplingSampler`: buckets of
+  (:class:`~knn.data.sampling.ResamplingSampler`: buckets of
   ``resample_bin`` = 0.05, a uniformly chosen bucket per draw). Only
   training batches are re-sampled; validation and test are read once each,
-  in file order. ``resample=false`` draws shuffled passes instead;
+  in file order. ``resample=false`` draws shuffled passes instead
+  (:class:`~knn.data.sampling.ShuffledPasses`);
 * an "epoch" is ``samples_per_epoch`` = 100,000 drawn molecules, 5,000
   batches: the authors multiply the learning rate by 0.9 every 100k samples,
   which is the trainer's ``exponential`` schedule with one such epoch per
@@ -48,23 +51,21 @@ them at epoch 0, inside the trainer's clock, on the plain (not re-sampled)
 training set. Their experiments run one epoch, which validates, saves
 ``best.pt`` and lets the trainer write ``result.json`` as for any model.
 
-Invalid rows (``data.on_invalid``): ``error`` stops at the first one with a
-line naming the row and value; ``skip`` leaves them out, logs the count and
-writes ``exclusions.csv`` to ``task.run_dir`` (the run's directory, filled
-in from the top-level ``run_dir`` by conf/task/*.yaml).
+Invalid rows (``task.data.on_invalid``): ``error`` stops at the first one with
+a line naming the row and value; ``skip`` leaves them out, logs the count and
+writes ``exclusions.csv`` to the run directory the trainer passes to
+:meth:`MoleculeRegression.setup` (as it does ``split.json``, a split made here).
 """
 
 from __future__ import annotations
 
-import csv
 import inspect
 import json
 import logging
 import math
 import time
-import typing
-from dataclasses import asdict, dataclass, field, fields, is_dataclass, make_dataclass
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, List, Optional
 
@@ -77,33 +78,27 @@ from knn.data.mirror import DataError, resolve
 from knn.data.molecules import (
     ON_INVALID,
     MoleculeDataset,
-    ResamplingSampler,
     collate,
     featurize_table,
     load_molecule_csv,
-    load_split,
-    random_split,
     write_exclusions,
 )
+from knn.data.sampling import ResamplingSampler, ShuffledPasses
+from knn.data.splits import SPLITS, check_split, column_split, load_split, random_split
 from knn.errors import ConfigError
 from knn.featurize import BatchMolGraph, MolFeaturizer
 from knn.featurize.atom import PRESETS
 from knn.io import atomic_write
-from knn.models.graph import GRAPH_MODELS, REGISTRY, graph_model_config
+from knn.models import ModelSpec, models_of
 from knn.tasks.base import ConstantBaseline, StepResult
 
 log = logging.getLogger(__name__)
 
 CEP_CSV = "cep/cep-processed.csv"
 CEP_SPLIT = "cep/split-random-80-10-10-seed0.json"
-SPLITS = ("train", "valid", "test")
-#: Where ``on_invalid`` sits in the trainer's config (the task is built from ``task``); an
-#: invalid-row error hints it, and :func:`knn.train.train` respells it as the composed config
-#: lets it be overridden (``data.on_invalid`` while ``task.data`` aliases ``data``).
+#: The override that skips invalid rows, as the trainer's command line spells it: an
+#: invalid-row error ends with it.
 ON_INVALID_KEY = "task.data.on_invalid"
-#: Accepted values of a split column (lower-cased) -> split.
-SPLIT_NAMES = {"train": "train", "valid": "valid", "val": "valid", "validation": "valid",
-               "dev": "valid", "test": "test"}
 
 
 # --------------------------------------------------------------------------- #
@@ -113,7 +108,7 @@ SPLIT_NAMES = {"train": "train", "valid": "valid", "val": "valid", "validation":
 
 @dataclass
 class MolDataConfig:
-    """Where the molecules come from (conf/task/*.yaml alias it as the top-level ``data``)."""
+    """Where the molecules come from: ``task.data.*``."""
 
     path: Optional[str] = None  # CSV with a header; None: the mirror's cep/cep-processed.csv
     smiles_column: str = "smiles"
@@ -125,7 +120,7 @@ class MolDataConfig:
     split_column: Optional[str] = None
     split_seed: int = 0  # not the run's seed: other training seeds keep the same split
     split_fractions: List[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
-    on_invalid: str = "error"  # error | skip (skip writes <run_dir>/exclusions.csv)
+    on_invalid: str = "error"  # error | skip (skip writes exclusions.csv to the run directory)
     mirror: Optional[str] = None  # None: $KNN_DATA_MIRROR, then the default search
     cache_dir: Optional[str] = None  # featurized graphs are cached here (None: the data cache)
 
@@ -154,7 +149,6 @@ class MolTaskConfig:
     limit_train_items: Optional[int] = None  # first N training molecules only
     limit_train_batches: Optional[int] = None
     limit_eval_batches: Optional[int] = None
-    run_dir: Optional[str] = None  # where exclusions.csv / split.json go (conf: ${run_dir})
     data: MolDataConfig = field(default_factory=MolDataConfig)
 
     def __post_init__(self) -> None:
@@ -168,48 +162,29 @@ class MolTaskConfig:
             raise ValueError(f"resample_bin must be > 0, got {self.resample_bin}")
 
 
-def _model_schema(name: str) -> type:
-    """``model.*`` schema for graph model ``name``: ``name`` plus the library config's
-    fields at the model's preset. ``atom_dim``/``bond_dim`` default to None, meaning
-    "from the featurizer" (the only sensible value)."""
-    config_cls = REGISTRY[name][1]
-    preset, hints = graph_model_config(name), typing.get_type_hints(config_cls)
-    spec: list[tuple] = [("name", str, field(default=name))]
-    for f in fields(config_cls):
-        if f.name in ("atom_dim", "bond_dim"):
-            spec.append((f.name, Optional[int], field(default=None)))
-        else:
-            spec.append((f.name, hints[f.name], field(default=getattr(preset, f.name))))
-    camel = "".join(part.title() for part in name.split("_"))
-    schema = make_dataclass(f"{camel}ModelConfig", spec)
-    schema.__module__ = __name__
-    return schema
-
-
-#: model name -> (class, config schema) (knn.models.graph's table); see :func:`build_regressor`.
-MODELS: dict[str, tuple[type, type]] = {
-    name: (REGISTRY[name][0], _model_schema(name)) for name in GRAPH_MODELS
-}
-
-
 def build_regressor(model_cfg: Any, atom_dim: int, bond_dim: int) -> nn.Module:
-    """The graph model of ``model_cfg`` (schema instance or plain dict) for these feature sizes.
+    """The graph model of ``model_cfg`` (its config dataclass, or a plain dict such as a
+    checkpoint's) for these feature sizes, which fill in ``atom_dim``/``bond_dim``.
 
     Raises :class:`~knn.errors.ConfigError` (one line) for an unknown name or a bad setting.
     """
     values = asdict(model_cfg) if is_dataclass(model_cfg) else dict(model_cfg)
-    name = values.pop("name")
-    if name not in MODELS:
-        raise ConfigError(f"model.name={name!r} is not a molecule model: {sorted(MODELS)}")
-    model_cls = MODELS[name][0]
+    name, graph_models = values.get("name"), models_of("graph")
+    if name not in graph_models:
+        raise ConfigError(f"model.name={name!r} is not a molecule model: {sorted(graph_models)}")
+    spec = graph_models[name]
+    known = {f.name for f in fields(spec.config)}
+    if unknown := sorted(set(values) - known):
+        raise ConfigError(f"config error: model: {name}: unknown settings {unknown}; "
+                          f"known: {sorted(known)}")
     for key, dim in (("atom_dim", atom_dim), ("bond_dim", bond_dim)):
-        if key in values:
-            if values[key] not in (None, dim):
+        if key in known:
+            if values.get(key) not in (None, dim):
                 raise ConfigError(f"model.{key}={values[key]} but the featurizer gives {dim}; "
                                   f"leave it null")
             values[key] = dim
     try:
-        return model_cls(graph_model_config(name, **values))
+        return spec.cls(spec.config(**values))
     except ValueError as e:
         raise ConfigError(f"config error: model: {e}") from None
 
@@ -220,55 +195,8 @@ def is_fitted_model(model: nn.Module) -> bool:
 
 
 # --------------------------------------------------------------------------- #
-# Splits and the no-resampling order
+# The run's length
 # --------------------------------------------------------------------------- #
-
-
-def read_split_column(path: Path, column: str) -> dict[int, str]:
-    """0-based data row -> "train" | "valid" | "test" from ``column`` (rows numbered as
-    :func:`~knn.data.molecules.load_molecule_csv` numbers them)."""
-    out = {}
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None) or []
-        if column not in header:
-            raise DataError(f"{path}: no split column {column!r}; columns present: {', '.join(header)}")
-        i = header.index(column)
-        for row, record in enumerate(reader):
-            if not record:
-                continue
-            value = record[i].strip() if len(record) > i else ""
-            if value.lower() not in SPLIT_NAMES:
-                raise DataError(f"{path}: row {row} (line {reader.line_num}): split value {value!r} "
-                                f"in column {column!r}; expected one of train, valid, test")
-            out[row] = SPLIT_NAMES[value.lower()]
-    return out
-
-
-class ShuffledPasses:
-    """``resample=false``: pass after pass over the items, each pass a permutation seeded
-    by (seed, pass); epoch e holds draws e·S .. (e+1)·S - 1 of that stream (S = num_samples)."""
-
-    def __init__(self, num_items: int, num_samples: int, seed: int) -> None:
-        self.n, self.num_samples, self.seed = num_items, num_samples, seed
-        self._perms: dict[int, np.ndarray] = {}  # the latest passes
-
-    def _perm(self, k: int) -> np.ndarray:
-        if k not in self._perms:
-            if len(self._perms) >= 4:
-                self._perms.pop(min(self._perms))
-            self._perms[k] = np.random.default_rng([self.seed, k]).permutation(self.n)
-        return self._perms[k]
-
-    def batch(self, epoch: int, index: int, batch_size: int) -> np.ndarray:
-        start = index * batch_size
-        stop = min(start + batch_size, self.num_samples)
-        draws = epoch * self.num_samples + np.arange(start, max(start, stop))
-        passes, offsets = np.divmod(draws, self.n)
-        out = np.empty(len(draws), dtype=np.int64)
-        for k in np.unique(passes):
-            out[passes == k] = self._perm(int(k))[offsets[passes == k]]
-        return out
 
 
 def describe_run_length(n_train: int, samples_per_epoch: int, resample: bool, batch_size: int,
@@ -314,7 +242,7 @@ class MoleculeRegression:
     metric: ClassVar[str] = "rmse"
     higher_is_better: ClassVar[bool] = False
     Config: ClassVar[type] = MolTaskConfig
-    models: ClassVar[dict[str, tuple[type, type]]] = MODELS
+    models: ClassVar[dict[str, ModelSpec]] = models_of("graph")  # see build_regressor
 
     def __init__(self, cfg: MolTaskConfig, device: torch.device, seed: int = 0) -> None:
         self.cfg, self.device, self.seed = cfg, device, seed
@@ -324,6 +252,7 @@ class MoleculeRegression:
         self.mean, self.std = 0.0, 1.0
         self.sampler: Any = None
         self.model: nn.Module | None = None
+        self.run_dir: Path | None = None  # where setup() writes exclusions.csv and split.json
         self.info: dict[str, Any] = {}
         # Training throughput: the time from fetching batch i to fetching batch i+1 of the
         # same epoch is one whole update (collate, forward, backward, step); the last
@@ -338,8 +267,9 @@ class MoleculeRegression:
         """The CSV and the split file (None: the split is made from a column or at random)."""
         d = self.cfg.data
         if d.path is None and self.cfg.name != "cep":
-            raise ConfigError(f"task={self.cfg.name} needs data.path=<csv>, with data.smiles_column "
-                              "and data.target_column naming its columns")
+            raise ConfigError(f"task={self.cfg.name} needs task.data.path=<csv>, with "
+                              "task.data.smiles_column and task.data.target_column naming its "
+                              "columns")
         if d.path is None:
             csv_path = resolve(CEP_CSV, d.mirror, d.cache_dir)
         else:
@@ -357,35 +287,23 @@ class MoleculeRegression:
         if split_file is not None:
             return load_split(split_file), f"file {split_file}"
         if d.split_column:
-            by_row = read_split_column(csv_path, d.split_column)
-            rows = {s: np.array(sorted(r for r, v in by_row.items() if v == s), dtype=np.int64)
-                    for s in SPLITS}
-            return rows, f"column {d.split_column!r}"
+            return column_split(csv_path, d.split_column), f"column {d.split_column!r}"
         parts = random_split(len(data), tuple(d.split_fractions), seed=d.split_seed)
         rows = {s: np.sort(data.rows.numpy()[parts[s]]) for s in SPLITS}
         return rows, f"random {d.split_fractions} of the valid rows, split_seed {d.split_seed}"
 
-    def _check_split(self, rows: dict[str, np.ndarray], data: MoleculeDataset, where: str) -> None:
-        known = set(data.rows.tolist()) | {x.row for x in data.exclusions}
-        seen: set[int] = set()
-        for s in SPLITS:
-            part = set(rows[s].tolist())
-            if stray := sorted(part - known):
-                raise DataError(f"split {where}: {s} names row {stray[0]}, which is not a data row "
-                                f"of {self.info['csv']}")
-            if overlap := sorted(part & seen):
-                raise DataError(f"split {where}: row {overlap[0]} is in more than one split")
-            seen |= part
-
-    def setup(self) -> None:
+    def setup(self, run_dir: Path | None = None) -> None:
+        """Load, featurize and split the data; ``run_dir`` receives exclusions.csv and
+        split.json (None: they are not written)."""
         d, cfg = self.cfg.data, self.cfg
+        self.run_dir = None if run_dir is None else Path(run_dir)
         csv_path, split_file = self._files()
         self.info["csv"] = str(csv_path)
         table = load_molecule_csv(csv_path, d.smiles_column, d.target_column, d.on_invalid,
                                   ON_INVALID_KEY)
         data = featurize_table(table, self.featurizer, d.cache_dir, on_invalid_key=ON_INVALID_KEY)
         rows, where = self._split_rows(data, csv_path, split_file)
-        self._check_split(rows, data, where)
+        check_split(rows, data.rows.tolist() + [x.row for x in data.exclusions], where, str(csv_path))
         for s in SPLITS:
             self.splits[s] = data.select_rows(rows[s])
             if len(self.splits[s]) == 0:
@@ -423,14 +341,16 @@ class MoleculeRegression:
     def _write_run_files(self, data: MoleculeDataset, rows: dict[str, np.ndarray],
                          made_here: str | None) -> None:
         """exclusions.csv (skip mode) and split.json (a split made here, described by
-        ``made_here``) in the run dir."""
-        run_dir = Path(self.cfg.run_dir or ".")
+        ``made_here``) in the run directory, when there is one."""
+        run_dir = self.run_dir
         if data.exclusions:
-            path = write_exclusions(data.exclusions, run_dir / "exclusions.csv")
-            self.info["exclusions_file"] = str(path)
-            log.warning("on_invalid=skip: %d invalid rows left out, listed in %s",
-                        len(data.exclusions), path)
-        if made_here:
+            listed = ""
+            if run_dir is not None:
+                path = write_exclusions(data.exclusions, run_dir / "exclusions.csv")
+                self.info["exclusions_file"] = str(path)
+                listed = f", listed in {path}"
+            log.warning("on_invalid=skip: %d invalid rows left out%s", len(data.exclusions), listed)
+        if made_here and run_dir is not None:
             payload = {"description": f"0-based data rows of {self.info['csv']}; split {made_here}",
                        **{s: rows[s].tolist() for s in SPLITS}}
             with atomic_write(run_dir / "split.json") as f:

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
 import numpy as np
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -56,7 +58,7 @@ from knn.data.sst import (
 )
 from knn.data.vectors import OOV_POLICIES, SHARED_POLICIES, Embeddings, build_embeddings
 from knn.errors import ConfigError
-from knn.models.classifier import CONFIGS, MODELS, build_classifier
+from knn.models import ModelSpec, models_of
 from knn.tasks.base import ConstantBaseline, StepResult
 
 log = logging.getLogger(__name__)
@@ -116,12 +118,6 @@ class SSTTaskConfig:
             raise ValueError("batch_size and eval_batch_size must be >= 1")
 
 
-#: model name -> (class, config dataclass); the class takes (cfg, vectors).
-SST_MODELS: dict[str, tuple[type[nn.Module], type]] = {
-    name: (MODELS[name], CONFIGS[name]) for name in MODELS
-}
-
-
 def load_trees(data: SSTDataConfig) -> dict[str, list]:
     """Parsed trees of train/dev/test, from the verified mirror/cache (a seam for tests)."""
     return {split: read_trees(resolve(path, data.mirror, data.cache_dir))
@@ -148,7 +144,7 @@ class SentimentClassification:
     metric: ClassVar[str] = "acc"
     higher_is_better: ClassVar[bool] = True
     Config: ClassVar[type] = SSTTaskConfig
-    models: ClassVar[dict[str, tuple[type[nn.Module], type]]] = SST_MODELS
+    models: ClassVar[dict[str, ModelSpec]] = models_of("sentence")  # cls(cfg, vectors)
 
     def __init__(self, cfg: SSTTaskConfig, device: torch.device, seed: int = 0) -> None:
         self.cfg = cfg
@@ -161,7 +157,7 @@ class SentimentClassification:
         self._order: tuple[int, list[list[int]]] | None = None  # (epoch, index batches)
 
     # ----------------------------------------------------------------- data
-    def setup(self) -> None:
+    def setup(self, run_dir: Path | None = None) -> None:
         cfg = self.cfg
         trees = load_trees(cfg.data)
         opts = {"normalize": cfg.normalize_tokens, "lowercase": cfg.lowercase}
@@ -193,7 +189,7 @@ class SentimentClassification:
                               f"{self.cfg.granularity} has {self.n_classes} classes "
                               f"(set model.n_classes={self.n_classes})")
         assert self.embeddings is not None, "setup() first"
-        model = build_classifier(model_cfg, self.embeddings.vectors)
+        model = self.models[model_cfg.name].cls(model_cfg, self.embeddings.vectors)
         if self.cfg.out_max_norm is not None and not isinstance(getattr(model, "out", None),
                                                                  nn.Linear):
             raise ConfigError(

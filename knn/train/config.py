@@ -10,9 +10,8 @@ line, from Hydra's compose API in a test, or from a plain dict.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
@@ -72,8 +71,10 @@ class RunConfig:
     keep_freed_memory: bool = True  # CPU runs: glibc reuses freed memory (knn.train.memory)
     variant: str = "default"  # experiment name, recorded in result.json
     paper: Optional[Dict[str, Any]] = None  # the paper's number this run targets
-    data: Optional[Dict[str, Any]] = None  # molecule tasks: task.data at the top (task/cep.yaml)
     run_dir: Optional[str] = None  # where checkpoints and results go; None: cwd
+    # Keys such as "model.depth" that a task or model without that field drops instead of
+    # failing on, so that one preset (debug=smoke) can size every model.
+    optional_keys: List[str] = field(default_factory=list)
 
 
 def _typed(schema: type, node: Any, where: str) -> DictConfig:
@@ -86,6 +87,14 @@ def _typed(schema: type, node: Any, where: str) -> DictConfig:
         raise ConfigError(f"config error: {msg}" + (f" (key: {key})" if key else "")) from None
     OmegaConf.set_struct(merged, True)
     return merged
+
+
+def _drop_absent(node: DictConfig, schema: type, part: str, optional: list[str]) -> DictConfig:
+    """``node`` without the ``optional`` keys of ``part`` (``"model.depth"``: ``depth``) that
+    ``schema`` has no field for."""
+    names = {f.name for f in fields(schema)}
+    drop = {k.partition(".")[2] for k in optional if k.partition(".")[0] == part} - names
+    return OmegaConf.create({k: v for k, v in node.items() if k not in drop})
 
 
 def resolve_config(cfg: Any) -> DictConfig:
@@ -106,9 +115,10 @@ def resolve_config(cfg: Any) -> DictConfig:
         raise ConfigError(f"model.name={model_name!r} is not a {task_name} model: {known}")
     rest = {k: v for k, v in node.items() if k not in ("task", "model")}
     run = _typed(RunConfig, rest, "")
+    schemas = {"task": task_cls.Config, "model": task_cls.models[model_name].config}
     with open_dict(run):
-        run.task = _typed(task_cls.Config, node.task, "task")
-        run.model = _typed(task_cls.models[model_name][1], node.model, "model")
+        for part, schema in schemas.items():
+            run[part] = _typed(schema, _drop_absent(node[part], schema, part, run.optional_keys), part)
     for part in ("train", "task", "model"):
         try:  # build the dataclass once so its own checks (__post_init__) run now
             to_dataclass(run[part])
@@ -139,26 +149,3 @@ def reference_config(experiment: str | None) -> dict[str, Any]:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="train", overrides=overrides)
     return OmegaConf.to_container(resolve_config(cfg), resolve=True)
-
-
-def typed_key(cfg: Any, path: str) -> str:
-    """``path`` (e.g. ``task.data.on_invalid``) as a command-line override must spell it.
-
-    A node that is a plain alias of another (``task.data: ${data}``) cannot be
-    overridden through; the override goes to the aliased node (``data.on_invalid``).
-    Aliases are followed along ``path`` in ``cfg`` (unresolved, DictConfig or dict);
-    a path that is not in ``cfg`` is returned as it is.
-    """
-    tree = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
-    parts = path.split(".")
-    for _ in range(10):  # aliases of aliases, never a cycle
-        node: Any = tree
-        for i, part in enumerate(parts):
-            node = node.get(part) if isinstance(node, dict) else None
-            alias = re.fullmatch(r"\$\{([A-Za-z_][\w.]*)\}", node) if isinstance(node, str) else None
-            if alias:
-                parts = [*alias.group(1).split("."), *parts[i + 1:]]
-                break
-        else:
-            break
-    return ".".join(parts)

@@ -30,14 +30,13 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from knn import dist
-from knn.data.molecules import InvalidRowError
 from knn.errors import ConfigError
 from knn.io import write_json
 from knn.models import count_params
 from knn.tasks import TASKS
 from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
-from knn.train.config import reference_config, resolve_config, to_dataclass, typed_key
+from knn.train.config import reference_config, resolve_config, to_dataclass
 from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
 from knn.train.optim import EpochSchedule, build_optimizer
@@ -90,8 +89,6 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
         trainer = Trainer(resolve_config(cfg))
         stop_reason = trainer.fit()
         return trainer.finish(stop_reason, overrides or [], reference)
-    except InvalidRowError as e:  # its hint: the override as this config spells it
-        raise e.with_key(typed_key(cfg, e.key)) from None
     finally:
         dist.shutdown()  # leave torchrun's process group, if the trainer joined one
 
@@ -124,7 +121,7 @@ class Trainer:
         set_deterministic(self.t.deterministic)
         seed_everything(cfg.seed)  # before the model is built: it fixes the init
         self.task = TASKS[cfg.task.name](to_dataclass(cfg.task), self.device, seed=cfg.seed)
-        self.task.setup()
+        self.task.setup(self.run_dir)
         self.model = self.task.build_model(to_dataclass(cfg.model)).to(self.device)
         self.optimizer = build_optimizer(self.model, self.t)
         self.schedule = EpochSchedule(self.optimizer, self.t)

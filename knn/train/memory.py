@@ -4,10 +4,9 @@ glibc's ``malloc`` serves an allocation above its mmap threshold (adaptive, at
 most 32 MiB on 64-bit Linux) with a fresh ``mmap`` and unmaps it on ``free``.
 A PTB step allocates its 1120 x 10000 logits, their log-softmax and their
 gradients (45 MB each) anew every step, and the kernel zero-fills each 4 KiB
-page of them on first touch. On this project's 2-core machine that was a third
-of a training step of the 5m gated model (196 -> 123 ms, 30 steps,
-``experiments/bench/ptb_throughput*.json``; the time showed up as ``fill_``
-and autograd's own time in the profile). Setting
+page of them on first touch: about a third of a CPU training step of the 5m
+gated model (measurements: ``experiments/bench/ptb_throughput*.json``; the time
+shows up as ``fill_`` and autograd's own time in a profile). Setting
 ``M_MMAP_MAX = 0`` serves large blocks from the heap instead, and a maximal
 ``M_TRIM_THRESHOLD`` keeps freed heap memory for the next step. The cost: the
 process's resident memory stays at its peak. Numbers are unchanged (only where

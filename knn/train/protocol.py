@@ -46,10 +46,9 @@ IGNORED = (
     # seed: another draw of the same protocol (the paper reports the best of several).
     "seed",
     "variant", "paper",  # names and the paper's number: metadata
-    "run_dir", "task.run_dir", "task.data.mirror", "task.data.cache_dir",
-    # Molecule tasks keep their data keys at the top as well; task.data interpolates
-    # them, so a difference shows (once) there.
-    "data",
+    "run_dir", "task.data.mirror", "task.data.cache_dir",
+    # Which keys a model without them may drop; the values themselves are compared.
+    "optional_keys",
     "train.progress", "train.checkpoint_every", "train.resume",
     # Deterministic kernels (torch.use_deterministic_algorithms, cudnn.deterministic):
     # the same computation; only the summation order of some GPU reductions (atomic

@@ -1,9 +1,7 @@
-"""Molecule CSVs: invalid rows, the featurized cache, splits, batches and re-sampling."""
+"""Molecule CSVs: invalid rows, the featurized cache and batches."""
 import csv
-import json
 import logging
 
-import numpy as np
 import pytest
 import torch
 
@@ -11,12 +9,9 @@ import knn.data.molecules as molecules
 from knn.data.mirror import DataError
 from knn.data.molecules import (
     InvalidRowError,
-    ResamplingSampler,
     collate_items,
     featurize_table,
     load_molecule_csv,
-    load_split,
-    random_split,
     write_exclusions,
 )
 from knn.featurize import BatchMolGraph, MolFeaturizer
@@ -95,13 +90,13 @@ def test_skip_counts_both_kinds_in_file_order(tmp_path):
 
 @pytest.mark.parametrize("bad", [("C1CC(", "1.0"), ("CCO", "nan")])
 def test_hint_names_the_callers_key(tmp_path, bad):
-    """The hint spells the setting as the caller's command does (knn.train: data.on_invalid)."""
+    """The hint spells the setting as the caller's command does (knn.train: task.data.on_invalid)."""
     path = write_csv(tmp_path / "m.csv", GOOD + [bad])
     with pytest.raises(InvalidRowError) as err:
-        table = load_molecule_csv(path, on_invalid_key="data.on_invalid")
-        featurize_table(table, F, tmp_path / "cache", on_invalid_key="data.on_invalid")
-    assert str(err.value).endswith("; set data.on_invalid=skip to leave such rows out")
-    assert err.value.key == "data.on_invalid"
+        table = load_molecule_csv(path, on_invalid_key="task.data.on_invalid")
+        featurize_table(table, F, tmp_path / "cache", on_invalid_key="task.data.on_invalid")
+    assert str(err.value).endswith("; set task.data.on_invalid=skip to leave such rows out")
+    assert err.value.key == "task.data.on_invalid"
     again = err.value.with_key("other.on_invalid")
     assert str(again) == f"{err.value.detail}; set other.on_invalid=skip to leave such rows out"
     assert isinstance(again, DataError)
@@ -169,58 +164,3 @@ def test_dataset_items_and_collate(tmp_path):
     batch, y = collate_items([data[i] for i in (3, 0)])
     assert isinstance(batch, BatchMolGraph) and batch.num_graphs == 2
     assert y.tolist() == [7.25, 1.5] and batch.num_atoms == 15 + 3
-
-
-def test_splits(tmp_path):
-    s = random_split(10, seed=1)
-    assert sorted(np.concatenate(list(s.values())).tolist()) == list(range(10))
-    assert [len(s[k]) for k in ("train", "valid", "test")] == [8, 1, 1]
-    assert all((random_split(10, seed=1)[k] == s[k]).all() for k in s)
-    (tmp_path / "s.json").write_text(json.dumps({"train": [0, 2], "valid": [1], "test": [3]}))
-    assert load_split(tmp_path / "s.json")["train"].tolist() == [0, 2]
-    (tmp_path / "bad.json").write_text("{}")
-    with pytest.raises(DataError, match="cannot read split file"):
-        load_split(tmp_path / "bad.json")
-
-
-# --------------------------------------------------------------------------- #
-# Re-sampling
-# --------------------------------------------------------------------------- #
-
-
-def test_buckets_with_negative_and_zero_targets():
-    y = [-3.0, -0.01, 0.0, 0.04, 0.05, 0.12, 5.0, 5.01]
-    s = ResamplingSampler(y, bin_width=0.05)
-    assert s.bucket_keys.tolist() == [0, 1, 2, 100]  # [0, .05): four of them (negatives clipped to 0)
-    assert sorted(s.members[0].tolist()) == [0, 1, 2, 3] and sorted(s.members[3].tolist()) == [6, 7]
-    raw = ResamplingSampler(y, bin_width=0.05, floor=None)
-    assert raw.bucket_keys.tolist() == [-60, -1, 0, 1, 2, 100]
-
-
-def test_draws_are_uniform_over_buckets_and_cycle_within_a_bucket():
-    y = np.array([0.01] * 90 + [1.0] * 9 + [9.0])  # one common, two rare buckets
-    s = ResamplingSampler(y, num_samples=3000, seed=0)
-    idx = s.epoch_indices(0)
-    share = np.bincount(np.digitize(y[idx], [0.5, 5.0]), minlength=3) / len(idx)
-    assert np.allclose(share, 1 / 3, atol=0.05)
-    rare = [i for i in idx if y[i] == 1.0][:18]
-    assert rare[:9] == rare[9:] and sorted(rare[:9]) == list(range(90, 99))  # fixed cyclic order
-
-
-def test_epochs_are_a_function_of_seed_and_epoch():
-    y = np.random.RandomState(0).uniform(-1, 10, size=500)
-    a = ResamplingSampler(y, seed=3)
-    stream = np.concatenate([a.epoch_indices(e) for e in range(4)])
-    b = ResamplingSampler(y, seed=3)
-    assert (b.epoch_indices(3) == stream[1500:]).all()  # resumed at epoch 3, without replaying by hand
-    assert (b.batch(2, 4, 20) == stream[1000 + 80 : 1000 + 100]).all()
-    b.set_epoch(1)
-    assert list(b) == stream[500:1000].tolist() and len(b) == 500
-    assert not (ResamplingSampler(y, seed=4).epoch_indices(0) == stream[:500]).all()
-
-
-def test_sampler_rejects_bad_input():
-    with pytest.raises(ValueError, match="bin_width"):
-        ResamplingSampler([1.0], bin_width=0)
-    with pytest.raises(ValueError, match="non-empty"):
-        ResamplingSampler([])

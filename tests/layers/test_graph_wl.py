@@ -104,4 +104,6 @@ def test_batch_and_permutation_invariance(kw):
 
 def test_config_validation():
     with pytest.raises(ValueError, match="readout"):
-        WLConfig(readout="mean")
+        WLConfig(hidden=H, readout="mean")
+    with pytest.raises(TypeError, match="hidden"):
+        WLConfig()  # no preset of its own: the models' presets size it

@@ -5,17 +5,22 @@ from __future__ import annotations
 import pytest
 import torch
 
-from knn.models.classifier import (
-    BiLSTMConfig,
-    KernelClassifierConfig,
-    KimCNNConfig,
-    build_classifier,
-    last_real,
-    masked_mean,
-)
-from knn.models import count_params
+from dataclasses import replace
+
+from knn.layers.string_kernel import StringKernelConfig
+from knn.models import count_params, spec_of
+from knn.models.classifier import BiLSTMConfig, KernelClassifierConfig, KimCNNConfig, last_real, masked_mean
 
 V, D_IN = 50, 300
+
+
+def _kernel(**changes) -> StringKernelConfig:
+    """The SST model's default layer config with ``changes``."""
+    return replace(KernelClassifierConfig().kernel, **changes)
+
+
+def build_classifier(cfg, vectors: torch.Tensor) -> torch.nn.Module:
+    return spec_of(cfg.name).cls(cfg, vectors)
 
 
 def vectors(dtype: torch.dtype = torch.float32, d: int = D_IN) -> torch.Tensor:
@@ -32,8 +37,8 @@ def vectors(dtype: torch.dtype = torch.float32, d: int = D_IN) -> torch.Tensor:
         # layers 2-3: 3·200·200 + 200·200 + 200 = 160,200; softmax 600·C, no bias.
         (KernelClassifierConfig(), 543_600),
         (KernelClassifierConfig(n_classes=2), 541_800),
-        (KernelClassifierConfig(decay="constant"), 283_000),  # Table 2, λ = 0.5
-        (KernelClassifierConfig(highway=True), 624_000),  # + W_f, b_f on layers 2-3
+        (KernelClassifierConfig(kernel=_kernel(decay="constant")), 283_000),  # Table 2, λ = 0.5
+        (KernelClassifierConfig(kernel=_kernel(highway=True)), 624_000),  # + W_f, b_f on layers 2-3
         (KimCNNConfig(), 300 * 100 * 12 + 300 + 300 * 5 + 5),
         (BiLSTMConfig(), 2 * (4 * 150 * (300 + 150) + 8 * 150) + 300 * 5 + 5),
     ],
@@ -45,12 +50,13 @@ def test_trainable_parameter_counts(cfg, count):
 
 
 CONFIGS = [
-    KernelClassifierConfig(d_hidden=8, n_classes=3),
-    KernelClassifierConfig(d_hidden=8, n_classes=3, decay="constant", pooling="last"),
-    KernelClassifierConfig(d_hidden=8, n_classes=3, highway=True, activation="tanh"),
-    KimCNNConfig(filters=4, n_classes=3),
-    BiLSTMConfig(d_hidden=6, n_classes=3),
-    BiLSTMConfig(d_hidden=6, n_classes=3, pooling="last"),
+    KernelClassifierConfig(hidden=8, n_classes=3),
+    KernelClassifierConfig(hidden=8, n_classes=3, kernel=_kernel(decay="constant"), pooling="last"),
+    KernelClassifierConfig(hidden=8, n_classes=3, kernel=_kernel(highway=True, activation="tanh")),
+    KimCNNConfig(hidden=4, n_classes=3),
+    BiLSTMConfig(hidden=6, n_classes=3),
+    BiLSTMConfig(hidden=6, depth=2, n_classes=3, pooling="last"),
+    BiLSTMConfig(hidden=6, n_classes=3, pooling="last"),
 ]
 
 
@@ -98,11 +104,11 @@ def test_configs_reject_bad_values():
     with pytest.raises(ValueError, match="pooling"):
         KernelClassifierConfig(pooling="max")
     with pytest.raises(ValueError, match="decay"):
-        KernelClassifierConfig(decay="sometimes")
-    with pytest.raises(ValueError, match="unknown classifier"):
+        KernelClassifierConfig(kernel=_kernel(decay="sometimes"))
+    with pytest.raises(ValueError, match="unknown model 'resnet'"):
         build_classifier(KimCNNConfig(name="resnet"), vectors())
 
 
 def test_highway_only_above_the_first_layer():
-    cfg = KernelClassifierConfig(highway=True)
-    assert [cfg.kernel_config(l).highway for l in range(3)] == [False, True, True]
+    cfg = KernelClassifierConfig(kernel=_kernel(highway=True))
+    assert [cfg.layer_kernel(l).highway for l in range(3)] == [False, True, True]

@@ -19,6 +19,7 @@ from knn.models.graph_baselines import (
 )
 
 F = MolFeaturizer.preset("authors")
+DIMS = {"atom_dim": F.atom_dim, "bond_dim": F.bond_dim}  # the featurizer's sizes, 82 and 6
 SMILES = ["CCO", "c1ccccc1", "c1ccncc1", "c1ccc([se]1)-c1cc2ccccc2cn1", "C1C=CC=C1C1=Cc2ccccc2[SiH2]1", "CC(C)(C)O"]
 
 
@@ -36,7 +37,7 @@ def test_directed_edges_of_ethanol():
 
 def test_loopy_bp_messages_equal_a_plain_loop():
     torch.manual_seed(0)
-    model = LoopyBPRegressor(LoopyBPConfig(hidden=8, depth=4)).double()
+    model = LoopyBPRegressor(LoopyBPConfig(**DIMS, hidden=8, depth=4)).double()
     b = batch(["c1ccc([se]1)-c1cc2ccccc2cn1", "CC(C)(C)O"])
     m, _ = model.messages(b)
     edges = b.bond_index.tolist() + [[v, u] for u, v in b.bond_index.tolist()]
@@ -56,7 +57,7 @@ def test_loopy_bp_messages_equal_a_plain_loop():
 
 def test_mean_field_two_iterations_written_out():
     torch.manual_seed(0)
-    model = MeanFieldRegressor(MeanFieldConfig(hidden=8, depth=2)).double()
+    model = MeanFieldRegressor(MeanFieldConfig(**DIMS, hidden=8, depth=2)).double()
     b = batch(["CCO"])
     f, e = b.atom_features, b.bond_features
     x = model.W_1(f) + model.W_3(torch.stack([e[0], e[0] + e[1], e[1]]))
@@ -67,7 +68,7 @@ def test_mean_field_two_iterations_written_out():
 
 def test_nfp_fingerprint_rows_sum_to_depth_times_atoms():
     torch.manual_seed(0)
-    model = NFPRegressor(NFPConfig(hidden=8, depth=4)).double().eval()
+    model = NFPRegressor(NFPConfig(**DIMS, hidden=8, depth=4)).double().eval()
     b = batch(SMILES)
     sizes = torch.tensor([F(s).num_atoms for s in SMILES], dtype=torch.float64)
     torch.testing.assert_close(model.fingerprint(b).sum(1), 4 * sizes)
@@ -75,7 +76,7 @@ def test_nfp_fingerprint_rows_sum_to_depth_times_atoms():
 
 def test_nfp_batch_norm_uses_running_statistics_in_eval():
     torch.manual_seed(0)
-    model = NFPRegressor(NFPConfig(hidden=8)).double()
+    model = NFPRegressor(NFPConfig(**DIMS, hidden=8)).double()
     b = batch(SMILES)
     model.train()
     model(b)  # updates running statistics
@@ -123,20 +124,20 @@ def test_wl_labels_ignore_atom_order():
 
 def test_wl_ridge_fits_a_linear_function_of_label_counts():
     graphs = [F(s) for s in SMILES]
-    model = WLSubtreeRidge(WLSubtreeConfig(iterations=2, alpha=1e-8))
+    model = WLSubtreeRidge(WLSubtreeConfig(depth=2, alpha=1e-8))
     # Targets: a random linear function of the label counts (6 graphs: exactly fittable).
     y = torch.tensor([0.5, -1.0, 2.0, 3.5, 1.0, 0.0])
     model.fit(graphs, y)
     assert model.num_features > 0
     torch.testing.assert_close(model(BatchMolGraph.from_graphs(graphs)).double(), y.double(), atol=1e-4, rtol=0)
     # checkpointable: buffers rebuild the same model
-    clone = WLSubtreeRidge(WLSubtreeConfig(iterations=2))
+    clone = WLSubtreeRidge(WLSubtreeConfig(depth=2))
     clone.load_state_dict(model.state_dict())
     torch.testing.assert_close(clone(BatchMolGraph.from_graphs(graphs)), model(BatchMolGraph.from_graphs(graphs)))
 
 
 def test_wl_ridge_ignores_unseen_labels():
-    model = WLSubtreeRidge(WLSubtreeConfig(iterations=1, alpha=1.0)).fit([F("CCO"), F("CCCO")], [1.0, 2.0])
+    model = WLSubtreeRidge(WLSubtreeConfig(depth=1, alpha=1.0)).fit([F("CCO"), F("CCCO")], [1.0, 2.0])
     # a molecule sharing no label with training gets the intercept
     out = model(BatchMolGraph.from_graphs([F("[Se]")]))
     torch.testing.assert_close(out.double(), model.bias.reshape(1))

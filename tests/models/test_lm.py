@@ -7,17 +7,19 @@ import math
 import pytest
 import torch
 
+from knn.layers.string_kernel import StringKernelConfig
 from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
 
 V, T, B = 50, 7, 3
+LEARNED = StringKernelConfig(decay="learned", decay_value=0.8)
 
 
 def models() -> list[torch.nn.Module]:
     torch.manual_seed(0)
     return [
-        KernelLM(V, KernelLMConfig(d=8, depth=2, dropout=0.0)),
-        KernelLM(V, KernelLMConfig(d=8, depth=2, decay="learned", decay_value=0.8)),
-        LSTMLM(V, LSTMLMConfig(d=8, depth=2, dropout=0.0)),
+        KernelLM(KernelLMConfig(hidden=8, depth=2, dropout=0.0), V),
+        KernelLM(KernelLMConfig(hidden=8, depth=2, kernel=LEARNED), V),
+        LSTMLM(LSTMLMConfig(hidden=8, depth=2, dropout=0.0), V),
     ]
 
 
@@ -44,7 +46,7 @@ def test_carried_state_equals_one_pass(model) -> None:
 
 
 def test_authors_init() -> None:
-    model = KernelLM(V, KernelLMConfig(d=8, depth=1, decay="learned", decay_value=0.8))
+    model = KernelLM(KernelLMConfig(hidden=8, depth=1, kernel=LEARNED), V)
     bound = math.sqrt(3.0 / 8)
     for name, p in model.named_parameters():
         if name.endswith("decay_logit"):  # starts at the configured λ, not 0
@@ -56,18 +58,23 @@ def test_authors_init() -> None:
 
 
 def test_untied() -> None:
-    model = LSTMLM(V, LSTMLMConfig(d=8, depth=1, tie=False))
+    model = LSTMLM(LSTMLMConfig(hidden=8, depth=1, tie=False), V)
     assert model.decoder.weight is not model.embedding.weight
 
 
 def test_bad_kernel_value_fails_at_config() -> None:
     with pytest.raises(ValueError, match="decay must be one of"):
-        KernelLMConfig(decay="gated")
+        KernelLMConfig(kernel=StringKernelConfig(decay="gated"))
 
 
-def test_config_mirrors_string_kernel_config() -> None:
-    from dataclasses import fields
+@pytest.mark.parametrize("name", ["knn_lm", "lstm_lm"])
+def test_state_batch_dim_is_the_column_dimension(name: str) -> None:
+    """``state_batch_dim`` indexes the batch columns of ``state_to_tensors`` (checkpoints
+    split the carried state across processes along it)."""
+    from knn.models import build
 
-    from knn.layers.string_kernel import StringKernelConfig
-
-    assert {f.name for f in fields(StringKernelConfig)} <= {f.name for f in fields(KernelLMConfig)}
+    model = build(name, V, hidden=8, depth=2)
+    _, state = model(torch.randint(0, V, (T, B)))
+    assert all(t.size(model.state_batch_dim) == B for t in model.state_to_tensors(state))
+    _, state = model(torch.randint(0, V, (T, B + 2)))
+    assert all(t.size(model.state_batch_dim) == B + 2 for t in model.state_to_tensors(state))

@@ -16,8 +16,7 @@ import torch
 
 from knn.featurize.molecule import MolFeaturizer
 from knn.models import count_params
-from knn.models.classifier import build_classifier
-from knn.tasks.lm import MODELS as LM_MODELS
+from knn.models import spec_of
 from knn.tasks.molecules import build_regressor
 from knn.train.config import experiment_names, resolve_config, to_dataclass
 
@@ -77,10 +76,9 @@ def build_on_meta(cfg, sst_vector_dim: int = SST_VECTOR_DIM) -> torch.nn.Module:
     """The experiment's model as its task builds it, on the meta device."""
     with torch.device("meta"):
         if cfg.task.name == "ptb":
-            cls, _ = LM_MODELS[cfg.model.name]
-            return cls(PTB_VOCAB, to_dataclass(cfg.model))
+            return spec_of(cfg.model.name).cls(to_dataclass(cfg.model), PTB_VOCAB)
         if cfg.task.name == "sst":
-            return build_classifier(to_dataclass(cfg.model), torch.zeros(100, sst_vector_dim))
+            return spec_of(cfg.model.name).cls(to_dataclass(cfg.model), torch.zeros(100, sst_vector_dim))
         featurizer = MolFeaturizer.preset(cfg.task.featurizer)
         return build_regressor(to_dataclass(cfg.model), featurizer.atom_dim, featurizer.bond_dim)
 

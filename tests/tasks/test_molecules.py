@@ -18,15 +18,8 @@ import torch
 from knn.data import mirror
 from knn.data.mirror import DataError
 from knn.errors import ConfigError
-from knn.models import count_params
-from knn.tasks.molecules import (
-    MODELS,
-    MolDataConfig,
-    MolTaskConfig,
-    MoleculeRegression,
-    ShuffledPasses,
-    build_regressor,
-)
+from knn.models import count_params, preset
+from knn.tasks.molecules import MolDataConfig, MolTaskConfig, MoleculeRegression, build_regressor
 from knn.train import checkpoint, train
 from knn.train.config import experiment_names, resolve_config
 from knn.train.optim import lr_at
@@ -90,8 +83,8 @@ def smoke(cep_mirror: Path, compose_cfg: Callable, tmp_path: Path) -> Callable[.
     """``smoke(run_dir, *overrides)``: a ``debug=smoke`` run on the stand-in mirror."""
 
     def run(run_dir: Path, *overrides: str) -> dict:
-        args = ["debug=smoke", f"run_dir={run_dir}", f"data.mirror={cep_mirror}",
-                f"data.cache_dir={tmp_path / 'cache'}", "device=cpu", *overrides]
+        args = ["debug=smoke", f"run_dir={run_dir}", f"task.data.mirror={cep_mirror}",
+                f"task.data.cache_dir={tmp_path / 'cache'}", "device=cpu", *overrides]
         return train(compose_cfg(args), overrides=args)
 
     return run
@@ -100,9 +93,9 @@ def smoke(cep_mirror: Path, compose_cfg: Callable, tmp_path: Path) -> Callable[.
 def make_task(csv_path: Path, name: str = "mol_csv", seed: int = 0, **kw) -> MoleculeRegression:
     data = MolDataConfig(path=str(csv_path), target_column="y", cache_dir=str(csv_path.parent / "cache"),
                          **kw.pop("data", {}))
-    task = MoleculeRegression(MolTaskConfig(name=name, data=data, run_dir=str(csv_path.parent), **kw),
-                              torch.device("cpu"), seed=seed)
-    task.setup()
+    task = MoleculeRegression(MolTaskConfig(name=name, data=data, **kw), torch.device("cpu"),
+                              seed=seed)
+    task.setup(csv_path.parent)
     return task
 
 
@@ -170,9 +163,9 @@ def test_authors_optimisation_protocol(compose_cfg) -> None:
 def test_epochs_and_evaluation_batches(cep_mirror: Path, tmp_path: Path) -> None:
     """5,000 batches of 20 per epoch; valid and test read once each, in order, never re-sampled."""
     data = MolDataConfig(mirror=str(cep_mirror), cache_dir=str(tmp_path / "cache"))
-    task = MoleculeRegression(MolTaskConfig(data=data, run_dir=str(tmp_path)), torch.device("cpu"))
-    task.setup()
-    task.build_model(MODELS["wln"][1](hidden=8, depth=1))
+    task = MoleculeRegression(MolTaskConfig(data=data), torch.device("cpu"))
+    task.setup(tmp_path)
+    task.build_model(preset("wln", hidden=8, depth=1))
     assert task.num_train_batches() == 5000
     for split in ("valid", "test"):
         targets = torch.cat([b.targets for b in task.eval_batches[split]])
@@ -203,13 +196,6 @@ def test_batches_are_a_function_of_seed_epoch_index(user_csv: Path) -> None:
         assert a.num_train_batches() == 8 and len(a.train_batch(0, 7)[1]) == 1  # 50 = 7·7 + 1
 
 
-def test_shuffled_passes_cover_every_item_once_per_pass() -> None:
-    stream = ShuffledPasses(num_items=10, num_samples=25, seed=3)
-    drawn = np.concatenate([stream.batch(e, i, 5) for e in range(2) for i in range(5)])  # 50 draws
-    for k in range(5):
-        assert sorted(drawn[10 * k : 10 * k + 10].tolist()) == list(range(10))
-
-
 def test_resampling_favours_rare_targets(user_csv: Path) -> None:
     task = make_task(user_csv, resample=True, resample_bin=0.5, samples_per_epoch=4000)
     y = task.splits["train"].targets
@@ -221,7 +207,7 @@ def test_resampling_favours_rare_targets(user_csv: Path) -> None:
 def test_metrics_are_in_target_units(user_csv: Path) -> None:
     """The standardised mean predictor scores the RMSE of the training mean, in y's units."""
     task = make_task(user_csv)
-    model = task.build_model(MODELS["mean"][1]())
+    model = task.build_model(preset("mean"))
     task.start_epoch(0)  # fits it
     assert float(model.mean.detach()) == pytest.approx(0.0, abs=1e-6)  # standardised targets
     y = task.splits["valid"].targets.double()
@@ -240,8 +226,8 @@ def test_metrics_are_in_target_units(user_csv: Path) -> None:
 
 def mol_csv(compose_cfg: Callable, run_dir: Path, csv_path: Path, *overrides: str) -> dict:
     args = ["task=mol_csv", "model=wln", "train=molecules", "debug=smoke", "device=cpu",
-            f"run_dir={run_dir}", f"data.path={csv_path}", "data.target_column=y",
-            f"data.cache_dir={run_dir.parent / 'cache'}", *overrides]
+            f"run_dir={run_dir}", f"task.data.path={csv_path}", "task.data.target_column=y",
+            f"task.data.cache_dir={run_dir.parent / 'cache'}", *overrides]
     return train(compose_cfg(args), overrides=args)
 
 
@@ -261,17 +247,17 @@ def test_user_csv_trains_with_random_split(compose_cfg, user_csv: Path, tmp_path
     assert sorted(split["train"] + split["valid"] + split["test"]) == list(range(41))
     again = mol_csv(compose_cfg, tmp_path / "again", user_csv)
     assert again["metrics"] == result["metrics"]  # same seeds, same split, same run
-    other = mol_csv(compose_cfg, tmp_path / "s1", user_csv, "data.split_seed=1")
+    other = mol_csv(compose_cfg, tmp_path / "s1", user_csv, "task.data.split_seed=1")
     assert json.loads((tmp_path / "s1" / "split.json").read_text())["test"] != split["test"]
     assert other["extra"]["data"]["split"].endswith("split_seed 1")
 
 
 def test_invalid_smiles_stops_with_one_line(compose_cfg, tmp_path: Path) -> None:
     with pytest.raises(DataError) as err:
-        mol_csv(compose_cfg, tmp_path / "run", with_invalid_row(tmp_path), "data.on_invalid=error")
+        mol_csv(compose_cfg, tmp_path / "run", with_invalid_row(tmp_path), "task.data.on_invalid=error")
     msg = str(err.value)  # row 5's SMILES comes first in the file, before row 9's target
     assert "row 5 (column 'smiles'): unparseable SMILES 'C1CC('" in msg and "\n" not in msg
-    assert msg.endswith("; set data.on_invalid=skip to leave such rows out")
+    assert msg.endswith("; set task.data.on_invalid=skip to leave such rows out")
     rows = molecule_rows(2)
     rows.insert(9, ["CCO", "n/a"])
     with pytest.raises(DataError, match=r"row 9 \(line 11\): non-numeric target 'n/a'"):
@@ -280,7 +266,7 @@ def test_invalid_smiles_stops_with_one_line(compose_cfg, tmp_path: Path) -> None
 
 def test_skip_counts_and_writes_exclusions(compose_cfg, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    result = mol_csv(compose_cfg, run, with_invalid_row(tmp_path), "data.on_invalid=skip")
+    result = mol_csv(compose_cfg, run, with_invalid_row(tmp_path), "task.data.on_invalid=skip")
     assert result["extra"]["data"]["excluded"] == 2
     with open(run / "exclusions.csv", newline="") as f:
         excluded = list(csv.DictReader(f))
@@ -293,24 +279,24 @@ def test_split_column(compose_cfg, tmp_path: Path) -> None:
     rows = [r + [("test" if i % 10 == 0 else "Valid" if i % 10 == 1 else "train")]
             for i, r in enumerate(molecule_rows())]
     path = write_csv(tmp_path / "cols.csv", rows, ["smiles", "y", "fold"])
-    result = mol_csv(compose_cfg, tmp_path / "run", path, "data.split_column=fold")
+    result = mol_csv(compose_cfg, tmp_path / "run", path, "task.data.split_column=fold")
     assert result["extra"]["data"]["sizes"] == {"train": 32, "valid": 4, "test": 5}
     rows[3][2] = "holdout"
     with pytest.raises(DataError, match=r"row 3 .*split value 'holdout'"):
         path = write_csv(tmp_path / "c2.csv", rows, ["smiles", "y", "fold"])
-        mol_csv(compose_cfg, tmp_path / "run2", path, "data.split_column=fold")
+        mol_csv(compose_cfg, tmp_path / "run2", path, "task.data.split_column=fold")
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ([], "task=mol_csv needs data.path"),
-    (["data.path={csv}", "model.atom_dim=10"], "model.atom_dim=10 but the featurizer gives 82"),
-    (["data.path={csv}", "data.on_invalid=drop"], "on_invalid must be one of"),
-    (["data.path={csv}", "model=nfp", "model.depth=two"], r"model\.depth"),
+    ([], "task=mol_csv needs task.data.path"),
+    (["task.data.path={csv}", "model.atom_dim=10"], "model.atom_dim=10 but the featurizer gives 82"),
+    (["task.data.path={csv}", "task.data.on_invalid=drop"], "on_invalid must be one of"),
+    (["task.data.path={csv}", "model=nfp", "model.depth=two"], r"model\.depth"),
 ])
 def test_config_errors_are_one_line(compose_cfg, tmp_path: Path, overrides, message) -> None:
     path = write_csv(tmp_path / "x.csv", molecule_rows(), ["smiles", "y"])
     args = ["task=mol_csv", "model=wln", "train=molecules", f"run_dir={tmp_path}",
-            "data.target_column=y", *(o.format(csv=path) for o in overrides)]
+            "task.data.target_column=y", *(o.format(csv=path) for o in overrides)]
     with pytest.raises(ConfigError, match=message) as err:
         train(compose_cfg(args), overrides=args)
     assert "\n" not in str(err.value)
@@ -326,7 +312,8 @@ def test_smoke_on_cep_like_molecules(compose_cfg, tmp_path: Path, cep_fixture: P
     shutil.copyfile(cep_fixture, root / "cep" / "cep-processed.csv")
     serve_cep(root, monkeypatch)
     args = ["experiment=cep/wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path / 'run'}",
-            f"data.mirror={root}", f"data.cache_dir={tmp_path / 'cache'}"]
+            f"task.data.mirror={root}", f"task.data.cache_dir={tmp_path / 'cache'}",
+            "task.limit_train_items=64", "task.limit_eval_batches=2"]
     result = train(compose_cfg(args), overrides=args)
     data = result["extra"]["data"]
     assert data["sizes"] == {"train": 64, "valid": 9, "test": 9} and data["excluded"] == 0
@@ -345,7 +332,7 @@ def test_smoke_on_the_real_mirror(compose_cfg, tmp_path: Path) -> None:
     """A slice of the real CEP: 64 training molecules, 2 evaluation batches; the real split's
     sizes and the real PCE's mean (the same run on CEP-like molecules: just above)."""
     args = ["experiment=cep/wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path}",
-            f"data.mirror={REAL_MIRROR}"]
+            f"task.data.mirror={REAL_MIRROR}", "task.limit_train_items=64", "task.limit_eval_batches=2"]
     result = train(compose_cfg(args), overrides=args)
     assert result["extra"]["data"]["sizes"] == {"train": 64, "valid": 2997, "test": 2999}
     assert 3.0 < result["extra"]["data"]["target"]["mean"] < 5.0
@@ -405,11 +392,12 @@ def test_run_length_estimate() -> None:
 def test_mol_csv_logs_its_length_and_is_healthy_or_says_so(compose_cfg, user_csv: Path,
                                                            tmp_path: Path, caplog) -> None:
     args = ["task=mol_csv", "model=wln", "debug=smoke", "device=cpu", f"run_dir={tmp_path}",
-            f"data.path={user_csv}", "data.target_column=y", f"data.cache_dir={tmp_path / 'c'}"]
+            f"task.data.path={user_csv}", "task.data.target_column=y",
+            f"task.data.cache_dir={tmp_path / 'c'}", "task.samples_per_epoch=12"]
     with caplog.at_level("INFO"):
         result = train(compose_cfg(args), overrides=args)
     assert any(r.getMessage().startswith("run length: an epoch is 12 molecules drawn from 32")
-               for r in caplog.records)  # debug=smoke: 12 a epoch; 3 batches of 4
+               for r in caplog.records)  # 12 an epoch; debug=smoke: 3 batches of 4
     health = json.loads((tmp_path / "result.json").read_text())["health"]
     assert health == result["health"] and health["diverged"] is False
     assert health["constant_baseline_name"] == "train-mean predictor"
@@ -418,8 +406,8 @@ def test_mol_csv_logs_its_length_and_is_healthy_or_says_so(compose_cfg, user_csv
 def test_exploding_run_is_flagged(compose_cfg, user_csv: Path, tmp_path: Path, caplog) -> None:
     """SGD at lr 1e6: finite but enormous losses. The run finishes, and says what happened."""
     args = ["task=mol_csv", "model=wln", "train=default", "train.lr=1e6", "debug=smoke",
-            "device=cpu", f"run_dir={tmp_path}", f"data.path={user_csv}",
-            "data.target_column=y", f"data.cache_dir={tmp_path / 'c'}"]
+            "device=cpu", f"run_dir={tmp_path}", f"task.data.path={user_csv}",
+            "task.data.target_column=y", f"task.data.cache_dir={tmp_path / 'c'}"]
     with caplog.at_level("WARNING", logger="knn.train.health"):
         train(compose_cfg(args), overrides=args)
     health = json.loads((tmp_path / "result.json").read_text())["health"]
@@ -433,7 +421,7 @@ def test_exploding_run_is_flagged(compose_cfg, user_csv: Path, tmp_path: Path, c
 def test_mean_predictor_is_the_constant_baseline(user_csv: Path) -> None:
     """The task's constant baseline is what the fitted mean model scores (and no better)."""
     task = make_task(user_csv)
-    model = task.build_model(MODELS["mean"][1]())
+    model = task.build_model(preset("mean"))
     task.start_epoch(0)
     base = task.constant_baseline()
     assert base.metric == pytest.approx(task.evaluate(model, "valid")["rmse"], rel=1e-6)

@@ -16,7 +16,7 @@ def fast_peak(monkeypatch):
 
 @pytest.mark.parametrize("depth", [1, 2])
 def test_flops_per_token_are_every_product_of_the_kernel_lm(fake_ptb, fast_peak, depth):
-    d, V = 16, len(fake_ptb.vocab)
+    d, V = 8, len(fake_ptb.vocab)  # debug=smoke's hidden
     overrides = ["experiment=ptb/gated_5m", "debug=smoke", "device=cpu", "threads=1", f"model.depth={depth}"]
     command = "python -m knn.tools.throughput " + " ".join(overrides)
     result = throughput.measure(overrides, steps=2, command=command, warmup=1, profile_steps=2)

@@ -28,17 +28,34 @@ def test_paper_numbers(compose_cfg) -> None:
     """The Table 1 targets and the authors' settings behind them."""
     cfg = resolve_config(compose_cfg(["experiment=ptb/gated_5m"]))
     assert cfg.paper.value == 73.6
-    assert (cfg.model.d, cfg.model.depth, cfg.model.dropout, cfg.model.rnn_dropout) == (355, 3, 0.5, 0.0)
+    assert (cfg.model.hidden, cfg.model.depth, cfg.model.dropout, cfg.model.kernel.rnn_dropout) == (355, 3, 0.5, 0.0)
     assert (cfg.train.lr, cfg.train.lr_decay, cfg.task.batch_size, cfg.task.bptt) == (1.0, 0.9, 32, 35)
     cfg = resolve_config(compose_cfg(["experiment=ptb/gated_vd_4layer_20m"]))
-    assert (cfg.model.d, cfg.model.depth, cfg.train.lr_decay, cfg.train.max_epochs) == (860, 4, 0.98, 200)
+    assert (cfg.model.hidden, cfg.model.depth, cfg.train.lr_decay, cfg.train.max_epochs) == (860, 4, 0.98, 200)
     assert cfg.paper.value == 63.8
 
 
 def test_smoke_preset_is_tiny(compose_cfg) -> None:
     cfg = resolve_config(compose_cfg(["experiment=ptb/gated_vd_4layer_20m", "debug=smoke"]))
-    assert (cfg.model.d, cfg.model.depth) == (16, 1)
+    assert (cfg.model.hidden, cfg.model.depth) == (8, 2)
     assert cfg.task.limit_train_batches is not None and cfg.train.max_epochs <= 2
+
+
+@pytest.mark.parametrize("experiment", experiment_names())
+def test_one_smoke_preset_sizes_every_model(compose_cfg, experiment: str) -> None:
+    """debug=smoke (one file) sets hidden/depth on each model that has them; models
+    without one (the mean predictor, Kim's CNN's depth) drop it instead of failing."""
+    cfg = resolve_config(compose_cfg([f"experiment={experiment}", "debug=smoke"]))
+    for key in ("hidden", "depth"):
+        assert cfg.model.get(key, 8 if key == "hidden" else 2) == (8 if key == "hidden" else 2)
+    assert cfg.task.limit_train_batches == 3 and cfg.task.batch_size == 4
+
+
+def test_later_overrides_beat_the_smoke_preset_and_typos_still_fail(compose_cfg) -> None:
+    cfg = resolve_config(compose_cfg(["experiment=ptb/gated_5m", "debug=smoke", "model.depth=3"]))
+    assert (cfg.model.hidden, cfg.model.depth) == (8, 3)
+    with pytest.raises(ConfigError, match="hiden"):
+        resolve_config(compose_cfg(["experiment=sst/kim_cnn_fine", "debug=smoke", "+model.hiden=3"]))
 
 
 def test_unknown_key_is_one_line_error(compose_cfg) -> None:
@@ -57,7 +74,7 @@ def test_wrong_type_is_one_line_error(compose_cfg) -> None:
 
 def test_bad_model_value_is_config_error(compose_cfg) -> None:
     with pytest.raises(ConfigError, match="decay must be one of"):
-        resolve_config(compose_cfg(["model.decay=gated"]))
+        resolve_config(compose_cfg(["model.kernel.decay=gated"]))
 
 
 def test_unknown_model_name(compose_cfg) -> None:

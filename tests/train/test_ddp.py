@@ -42,7 +42,7 @@ SMILES = ["C", "CC", "CCO", "CCN", "CC=O", "C=CC=C", "C#N", "CC(C)C", "CCCC", "C
 SETUPS: dict[str, tuple[list[str], torch.dtype, float]] = {
     "ptb": (["task=ptb", "model.dropout=0"], torch.float64, 1e-9),
     "mol_csv": (["task=mol_csv", "model=wln", "train=molecules", "task.batch_size=5",
-                 "task.samples_per_epoch=11", "data.target_column=y"], torch.float32, 1e-6),
+                 "task.samples_per_epoch=11", "task.data.target_column=y"], torch.float32, 1e-6),
 }
 
 
@@ -106,7 +106,7 @@ def test_two_processes_take_the_steps_of_one(task: str, tmp_path: Path, compose_
         with open(path, "w", newline="") as f:
             csv.writer(f).writerows([["smiles", "y"]] + [[s, str(0.1 * len(s) + 0.3 * s.count("c"))]
                                                          for s in SMILES])
-        extra = [f"data.path={path}", f"data.cache_dir={tmp_path / 'cache'}"]
+        extra = [f"task.data.path={path}", f"task.data.cache_dir={tmp_path / 'cache'}"]
     one = run(compose_cfg, task, str(tmp_path / "one"), *extra)
     proc = torchrun(task, str(tmp_path / "two"), *extra, cwd=tmp_path)
     assert proc.returncode == 0, why(proc)

@@ -58,8 +58,8 @@ def test_keys_that_cannot_change_a_number_are_not_named(refs, key: str, value: A
 
 
 def test_molecule_run_paths_are_not_named(refs) -> None:
-    assert label(refs, "cep/wln", **{"task.run_dir": "/tmp/run", "data.mirror": "/m",
-                                     "data.cache_dir": "/c", "task.data.cache_dir": "/c"}) == FULL
+    assert label(refs, "cep/wln", **{"run_dir": "/tmp/run", "task.data.mirror": "/m",
+                                     "task.data.cache_dir": "/c"}) == FULL
 
 
 @pytest.mark.parametrize(("experiment", "key", "value", "shown"), [
@@ -67,7 +67,7 @@ def test_molecule_run_paths_are_not_named(refs) -> None:
     ("ptb/gated_5m", "task.bptt", 70, "70"),
     ("ptb/gated_5m", "train.patience", None, "null"),
     ("ptb/gated_5m", "train.weight_decay", 1e-05, "1e-05"),
-    ("ptb/gated_5m", "model.d", 200, "200"),
+    ("ptb/gated_5m", "model.hidden", 200, "200"),
     ("ptb/gated_5m", "train.lr", 0.5, "0.5"),
     ("sst/gated_fine", "task.phrases", False, "false"),
     ("sst/gated_fine", "task.vectors.path", "/v/glove.840B.300d.zip", "/v/glove.840B.300d.zip"),
@@ -115,7 +115,7 @@ def test_max_epochs_below_is_a_cut_above_is_a_modification(refs) -> None:
 
 def test_smoke_outranks_everything(refs) -> None:
     assert label(refs, "ptb/gated_5m", "max_minutes", **{"task.limit_train_batches": 3,
-                                                         "train.max_minutes": 1, "model.d": 8}) \
+                                                         "train.max_minutes": 1, "model.hidden": 8}) \
         == SMOKE
     assert label(refs, "ptb/gated_5m", **{"task.limit_eval_batches": 3}) == SMOKE
 

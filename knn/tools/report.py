@@ -445,10 +445,11 @@ README_END = "<!-- results: end -->"
 
 
 def headline(roots: list[Path], readme_dir: Path) -> list[str]:
-    """The report's tables cut to the rows that have runs, links relative to ``readme_dir``."""
+    """The paper's tables cut to the rows that have runs, links relative to ``readme_dir``
+    (Figure 2's table and chart are in the full report only)."""
     runs, failed, exps = collect(*roots), collect_failed(*roots), experiments()
     lines = []
-    for section in SECTIONS:
+    for section in (s for s in SECTIONS if not s.figure2):
         rows = [r for r in section_rows(section, exps, runs, failed) if r["group"] is not None]
         if rows:
             lines += [line.replace("## ", "#### ", 1) if line.startswith("## ") else line

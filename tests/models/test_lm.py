@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from knn.layers.string_kernel import StringKernelConfig
+from knn.models import build, models_of
 from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
 
 V, T, B = 50, 7, 3
@@ -67,12 +68,10 @@ def test_bad_kernel_value_fails_at_config() -> None:
         KernelLMConfig(kernel=StringKernelConfig(decay="gated"))
 
 
-@pytest.mark.parametrize("name", ["knn_lm", "lstm_lm"])
+@pytest.mark.parametrize("name", sorted(models_of("lm")))
 def test_state_batch_dim_is_the_column_dimension(name: str) -> None:
     """``state_batch_dim`` indexes the batch columns of ``state_to_tensors`` (checkpoints
     split the carried state across processes along it)."""
-    from knn.models import build
-
     model = build(name, V, hidden=8, depth=2)
     _, state = model(torch.randint(0, V, (T, B)))
     assert all(t.size(model.state_batch_dim) == B for t in model.state_to_tensors(state))

@@ -179,3 +179,12 @@ def test_readme_block_is_rewritten_between_markers(tmp_path: Path) -> None:
     (tmp_path / "bare.md").write_text("no markers\n")
     with pytest.raises(ValueError, match="no generated-results markers"):
         report.update_readme(tmp_path / "bare.md", ["y"])
+
+
+def test_readme_headline_holds_the_papers_tables_only() -> None:
+    """The README's block: Tables 1-3 with runs; Figure 2 stays in the full report."""
+    repo = Path(__file__).resolve().parents[2]
+    lines = report.headline([repo / "experiments" / "results"], repo)
+    titles = [line for line in lines if line.startswith("#### ")]
+    assert titles and all(t.startswith("#### Table ") for t in titles)
+    assert not any("Figure 2" in line for line in lines)

@@ -101,3 +101,14 @@ def test_each_task_brings_its_training_defaults(compose_cfg, task: str, model: s
     other = "sst" if preset != "sst" else "default"
     assert resolve_config(compose_cfg([f"task={task}", f"model={model}",
                                        f"train={other}"])).train != plain
+
+
+@pytest.mark.parametrize("task, model, other", [
+    ("ptb", "knn_lm", "lstm_lm"), ("sst", "knn_sst", "kim_cnn"), ("cep", "wln", "nfp"),
+    ("mol_csv", "wln", "gated_wln"),
+])
+def test_each_task_brings_its_default_model(compose_cfg, task: str, model: str, other: str) -> None:
+    """`task=<t>` alone trains the task's default model (its YAML selects it); `model=<name>`
+    on the command line replaces it."""
+    assert resolve_config(compose_cfg([f"task={task}"])).model.name == model
+    assert resolve_config(compose_cfg([f"task={task}", f"model={other}"])).model.name == other

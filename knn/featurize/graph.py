@@ -10,9 +10,9 @@ pass is where the order could depend on thread scheduling. The gradient of a
 gather ``x[index]`` is a scatter-add into ``x``'s rows. For advanced indexing
 that is ``index_put_(..., accumulate=True)``, which on CPU with several
 threads adds with atomic operations in whatever order the threads run
-(PyTorch lists it among the nondeterministic ops): same-seed runs differed in
-the last bits within the first epoch and visibly at the end (issue #22: test
-RMSE 0.689 / 0.663 / 0.671 over three runs of one command). The gathers here
+(PyTorch lists it among the nondeterministic ops): same-seed runs would differ
+in the last bits within the first epoch and visibly at the end (test RMSEs
+0.689 / 0.663 / 0.671 over three runs of one mol_csv command). The gathers here
 (:func:`gather_rows`) use ``index_select`` instead, whose gradient is
 ``index_add_``: on CPU it adds the rows serially, in index order, whatever the
 thread count (PyTorch lists ``index_add_`` as nondeterministic on CUDA only).

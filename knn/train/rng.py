@@ -29,12 +29,11 @@ def set_deterministic(enabled: bool) -> None:
     """Ask torch for deterministic kernels (``train.deterministic``), or stop asking.
 
     Same-seed CPU runs are bit-identical without it (for a fixed thread
-    count): the one reduction of this library whose order depended on thread
-    scheduling, the gradient of the graph layers' neighbour gathers, now sums
-    in a fixed order on CPU (:mod:`knn.featurize.graph`). The switch is for GPU
-    runs (that scatter-add and others use atomic adds there; cuDNN picks
-    algorithms), and costs nothing on CPU (measured in issue #22: WLN steps
-    were no slower with it).
+    count): the gradient of the graph layers' neighbour gathers, the one
+    reduction whose order could depend on thread scheduling, sums in a fixed
+    order on CPU (:mod:`knn.featurize.graph`). The switch is for GPU runs (that
+    scatter-add and others use atomic adds there; cuDNN picks algorithms), and
+    costs nothing measurable on CPU (WLN steps are no slower with it).
 
     ``warn_only``: an op that has no deterministic kernel warns (once, naming
     the op) instead of raising a RuntimeError in the middle of training. On CPU

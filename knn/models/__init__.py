@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
 from knn.models import graph_baselines as gb
@@ -91,7 +92,7 @@ def preset(name: str, **overrides: Any) -> Any:
         node = OmegaConf.merge(OmegaConf.structured(spec.config),
                                OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml"), overrides)
         return OmegaConf.to_object(node)
-    except Exception as e:  # OmegaConf's errors, and the dataclass's own checks
+    except (OmegaConfBaseException, ValueError, OSError) as e:  # bad key/type, value, file
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValueError(f"model {name}: {first}") from None
 

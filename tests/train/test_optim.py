@@ -1,10 +1,14 @@
-"""Learning-rate schedules match the authors' loop."""
+"""Learning-rate schedules match the authors' loop; the fused Adam is Adam."""
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
-from knn.train.optim import lr_at
+import pytest
+import torch
+from torch import nn
+
+from knn.train.optim import build_optimizer, fused_update, lr_at
 
 
 def test_decay_after_matches_authors_loop() -> None:
@@ -23,3 +27,51 @@ def test_constant_and_exponential() -> None:
     assert lr_at(3, 1e-3, "exponential", 0.9, 0) == pytest.approx(1e-3 * 0.9**3)
     with pytest.raises(ValueError, match="schedule"):
         lr_at(0, 1.0, "cosine", 0.9, 0)
+
+
+def _trained(fused: bool | None, steps: int = 100) -> torch.Tensor:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 3))
+    x, y = torch.randn(64, 12), torch.randint(0, 3, (64,))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-3, fused=fused)
+    for _ in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_fused_adam_is_adam_up_to_rounding() -> None:
+    """The fused kernel build_optimizer picks computes the default Adam's update (within float
+    rounding over 100 steps), and actually moves the parameters."""
+    default, fused = _trained(None), _trained(True)
+    assert not torch.equal(default, _trained(None, steps=0))
+    torch.testing.assert_close(fused, default, rtol=1e-5, atol=1e-5)
+
+
+def test_build_optimizer_fuses_adam_on_float_parameters() -> None:
+    cfg = SimpleNamespace(optimizer="adam", lr=1e-3, weight_decay=0.0, momentum=0.0)
+    opt = build_optimizer(nn.Linear(4, 2), cfg)
+    assert opt.defaults["fused"] is True
+    assert not fused_update([torch.zeros(2, dtype=torch.float16, device="meta")])
+
+
+def test_sst_smoke_metrics_unchanged_by_fused_adam(compose_cfg, tmp_path, sst_fixture_mirror,
+                                                    monkeypatch) -> None:
+    """Issue #18's speed-up changes no result beyond rounding: an SST smoke run with the fused
+    Adam and one with the per-parameter Adam give the same losses and metrics (rel. 1e-4)."""
+    from knn.train import optim, train
+
+    def smoke(name: str) -> dict:
+        args = ["experiment=sst/gated_fine", "debug=smoke", "device=cpu", "threads=1", "seed=0",
+                "task.phrases=false", f"task.data.mirror={sst_fixture_mirror}",
+                f"task.data.cache_dir={tmp_path}", f"run_dir={tmp_path / name}"]
+        return train(compose_cfg(args), overrides=args)
+
+    fused = smoke("fused")
+    monkeypatch.setattr(optim, "fused_update", lambda params: False)
+    default = smoke("default")
+    assert fused["steps"] == default["steps"] > 0
+    assert fused["health"]["train_loss"] == pytest.approx(default["health"]["train_loss"], rel=1e-4)
+    for split in ("valid", "test"):
+        assert fused["metrics"][split] == pytest.approx(default["metrics"][split], rel=1e-4)

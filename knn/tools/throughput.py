@@ -104,16 +104,22 @@ def result_name(overrides: list[str]) -> str:
     return re.sub(r"[^A-Za-z0-9_.=,+-]", "-", "_".join(parts)) + ".json"
 
 
+def trainer_for(overrides: list[str]) -> Trainer:
+    """A trainer (task, model, optimizer) composed from Hydra ``overrides``, its run dir a
+    temporary folder that is gone once it is built (nothing is written there after)."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    with tempfile.TemporaryDirectory() as run_dir:
+        cfg.run_dir = run_dir
+        return Trainer(resolve_config(cfg))
+
+
 def measure(overrides: list[str], steps: int, command: str, warmup: int = 5,
             profile_steps: int = 0) -> dict[str, Any]:
     """Time ``steps`` optimizer steps after ``warmup``; with ``profile_steps``, also profile that
     many. ``command`` is the command line recorded with the result's provenance."""
     usage.reset()  # ops: what this measurement ran, not what the process ran before
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-    with tempfile.TemporaryDirectory() as run_dir:
-        cfg.run_dir = run_dir
-        trainer = Trainer(resolve_config(cfg))
+    trainer = trainer_for(overrides)
     task, model = trainer.task, trainer.model
     model.train()
     task.start_epoch(0)

@@ -15,16 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
-import torch
-from hydra import compose, initialize_config_dir
 from torch.profiler import ProfilerActivity, profile
 
-from knn.paths import CONF_DIR
-from knn.train.config import resolve_config
-from knn.train.loop import Trainer
+from knn.tools.throughput import trainer_for
 from knn.train.provenance import provenance
 
 KINDS = {
@@ -40,12 +35,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--out")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=["experiment=sst/gated_fine", "threads=1"])
-    with tempfile.TemporaryDirectory() as run_dir:
-        cfg.run_dir = run_dir
-        trainer = Trainer(resolve_config(cfg))
+    trainer = trainer_for(["experiment=sst/gated_fine", "threads=1"])
     task, model = trainer.task, trainer.model
     model.train()
     task.start_epoch(0)

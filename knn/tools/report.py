@@ -19,8 +19,8 @@ section, and runs of no experiment config are listed at the end.
 
 Writes ``OUT/README.md`` and beside it ``fig2_decay_variants.png`` (Figure 2:
 test perplexity per decay variant, ours next to the paper's),
-``curves_<task>.png`` (validation metric against training time, one line per
-run, from ``metrics.jsonl``) and ``bench_ratios.png`` (the layer benchmark's
+``curves_<task>.png`` (validation metric per epoch, one line per run, dashed
+for a protocol other than full, from ``metrics.jsonl``) and ``bench_ratios.png`` (the layer benchmark's
 ratios). The Markdown holds no timestamp: the same files give the same report.
 ``--readme FILE`` also writes the tables' rows that have runs into FILE,
 between :data:`README_BEGIN` and :data:`README_END`, so the README's results
@@ -294,8 +294,10 @@ def _epochs(run_dir: str) -> list[dict[str, Any]]:
 
 
 def curves(task: str, runs: list[dict[str, Any]], path: Path) -> bool:
-    """Validation metric against training minutes, one line per run (one colour per
-    variant). Returns False, writing nothing, when no run of ``task`` has a ``metrics.jsonl``."""
+    """Validation metric per epoch, one line per run (one colour per variant; dashed when the
+    run's protocol is not ``full``). Epochs, not minutes, on the x axis: runs on a GPU and on
+    CPU cores then share one scale. Returns False, writing nothing, when no run of ``task``
+    has a ``metrics.jsonl``."""
     mine = sorted((r for r in runs if r["task"] == task),
                   key=lambda r: (r["variant"], r["seed"], r["run_dir"]))
     logged = [(r, e) for r in mine if (e := _epochs(r["run_dir"]))]
@@ -308,12 +310,14 @@ def curves(task: str, runs: list[dict[str, Any]], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labelled: set[str] = set()
     for run, epochs in logged:
-        v = run["variant"]
-        ax.plot([e["elapsed"] / 60 for e in epochs], [e["valid"][metric] for e in epochs],
-                marker="o", markersize=3, color=cmap(variants.index(v)),
-                label=None if v in labelled else v)
-        labelled.add(v)
-    ax.set_xlabel("training time (minutes; one point per evaluated epoch)")
+        full = protocol(run).startswith("full")
+        label = run["variant"] if full else f"{run['variant']} (not full protocol)"
+        ax.plot([e["epoch"] + 1 for e in epochs], [e["valid"][metric] for e in epochs],
+                marker="o", markersize=2, linestyle="-" if full else "--",
+                color=cmap(variants.index(run["variant"])),
+                label=None if label in labelled else label)
+        labelled.add(label)
+    ax.set_xlabel("epochs trained")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title(f"{task}: validation {metric} during training")
     ax.grid(alpha=0.3)

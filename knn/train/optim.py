@@ -30,7 +30,7 @@ def fused_update(params: list[torch.Tensor]) -> bool:
 
 
 def build_optimizer(model: nn.Module, cfg: Any) -> torch.optim.Optimizer:
-    """SGD or Adam over the trainable parameters; ``weight_decay`` is L2; fused kernels where they run."""
+    """SGD or Adam over the trainable parameters; ``weight_decay`` is L2; Adam fused where it can be."""
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:  # a model fitted in closed form (e.g. the WL-kernel ridge): never stepped
         params = [torch.zeros(0, requires_grad=True)]

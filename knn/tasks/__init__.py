@@ -1,7 +1,8 @@
 """Tasks: what the shared trainer trains on (data, model family, loss, metrics).
 
 A task class has a ``Config`` dataclass (its config group's schema), a
-``models`` table (model name -> (class, config dataclass)) and the methods of
+``models`` table (model name -> :class:`knn.models.ModelSpec`, from
+:func:`knn.models.models_of`) and the methods of
 :class:`knn.tasks.base.Task`. Add a task by writing its module and listing it
 in :data:`TASKS`; the trainer finds it by ``task.name``.
 """

@@ -202,14 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.out:
         out = Path(args.out)
-        write_text(Path(f"{out}.md"), text)
         ref = chemprop_reference()
         command = shlex.join(["python", "-m", "knn.tools.cep_table",
                               *(sys.argv[1:] if argv is None else argv)])
+        # Provenance before any write: the rewritten table3.md would make the tree dirty.
         payload = {**provenance(command), "rows": rows, "ordering": ordering(rows),
                    "reference": ref,
                    "versus_reference": versus_chemprop(rows, ref),
                    "note": PAPER_NOTE}
+        write_text(Path(f"{out}.md"), text)
         write_json(payload, Path(f"{out}.json"))
     return 0
 

@@ -239,9 +239,10 @@ def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = No
     from knn.train.provenance import provenance  # here: it imports torch, which a table needs not
 
     prefix = Path(prefix)
+    # Provenance before any write: a rewritten, tracked PREFIX.md would make the tree dirty.
+    payload = {**provenance(command), "title": title, "groups": rows}
     write_text(prefix.with_suffix(".md"), markdown(rows, title))
-    write_json({**provenance(command), "title": title, "groups": rows},
-               prefix.with_suffix(".json"))
+    write_json(payload, prefix.with_suffix(".json"))
 
 
 def main(argv: list[str] | None = None) -> int:

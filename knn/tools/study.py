@@ -13,13 +13,14 @@ choose), wall time, training throughput (``extra.throughput``, where the task
 records it: molecules/s for the graph tasks), epochs, seed and commit. Rows
 follow the base's validation metric, best first.
 
-With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json``; it always
-prints the Markdown.
+With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
+table's provenance: command, commit, machine); it always prints the Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from knn.errors import ConfigError
 from knn.io import write_json, write_text
 from knn.tools import results
 from knn.train.protocol import differences, format_value
+from knn.train.provenance import provenance
 
 
 def factor(run: dict[str, Any], base: dict[str, Any]) -> str:
@@ -99,8 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(table)
     print(text, end="")
     if args.out:
+        command = shlex.join(["python", "-m", "knn.tools.study", *(sys.argv[1:] if argv is None else argv)])
+        payload = {**provenance(command), "base": args.base, "runs": table}  # before any write
         write_text(Path(f"{args.out}.md"), text)
-        write_json(table, Path(f"{args.out}.json"))
+        write_json(payload, Path(f"{args.out}.json"))
     return 0
 
 

@@ -19,10 +19,9 @@ def fused_update(params: list[torch.Tensor]) -> bool:
     """Whether torch's fused optimizer kernel can update ``params``: float tensors on CPU or CUDA.
 
     The fused kernel does one pass over every parameter instead of about ten
-    small ops per parameter: on SST's 0.4m-parameter model the Adam update
-    drops from about 1.7 to 0.4 ms per step (a step of a short phrase batch
-    costs about 8 ms in all). It computes the same update up to rounding
-    (tests/train/test_optim.py).
+    small ops per parameter; on SST, where steps are short, that took an epoch
+    from 106.7 to 99.1 s (experiments/bench/sst_epoch/). It computes the same
+    update up to rounding (tests/train/test_optim.py).
     """
     return bool(params) and all(
         p.dtype in (torch.float32, torch.float64) and p.device.type in ("cpu", "cuda") for p in params

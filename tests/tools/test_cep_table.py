@@ -47,7 +47,11 @@ def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path,
         {"name": "chemprop test", "test_rmse": 0.925, "test_mae": 0.401, "params": 318_000,
          "molecules_per_second": 730}))
     monkeypatch.setattr(cep_table, "PEER_DIR", peers)
+    real_provenance, md_written = cep_table.provenance, []
+    monkeypatch.setattr(cep_table, "provenance", lambda command: md_written.append(
+        (tmp_path / "out" / "table3.md").exists()) or real_provenance(command))
     assert main([str(tmp_path), "--out", str(tmp_path / "out" / "table3")]) == 0
+    assert md_written == [False]  # the commit is read before the rewritten table dirties the tree
     data = json.loads((tmp_path / "out" / "table3.json").read_text())
     rows = data["rows"]
     assert [r["variant"] for r in rows] == ["mean", "wl_kernel", "nfp", "elbp", "wln", "gated_wln"]

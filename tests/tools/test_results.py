@@ -236,3 +236,18 @@ def test_migration_relabels_and_adds_provenance_keeping_every_other_field(tmp_pa
     snapshot = {name: (tmp_path / name).read_bytes() for name in COPIED}
     assert migration.main([str(tmp_path)]) == 0  # a second run changes nothing
     assert {name: (tmp_path / name).read_bytes() for name in COPIED} == snapshot
+
+
+def test_write_takes_provenance_before_it_writes(tmp_path: Path, monkeypatch) -> None:
+    """The commit is read before the table is written: rewriting a tracked table must not
+    make the table's own provenance say ``-dirty``."""
+    import knn.train.provenance as prov
+    from knn.tools.results import write
+
+    seen = []
+    monkeypatch.setattr(prov, "provenance",
+                        lambda command: seen.append((tmp_path / "t.md").exists()) or {"command": command})
+    write(aggregate(collect(write_runs(tmp_path / "runs", SST_RUNS))), tmp_path / "t",
+          command="python -m knn.tools.results x")
+    assert seen == [False]
+    assert json.loads((tmp_path / "t.json").read_text())["command"] == "python -m knn.tools.results x"

@@ -47,4 +47,6 @@ def test_needs_exactly_one_base(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path), "--base", "nothing"]) == 1
     assert "expected one run in a folder named 'nothing'" in capsys.readouterr().err
     assert main([str(tmp_path), "--out", str(tmp_path / "table")]) == 0
-    assert json.loads((tmp_path / "table.json").read_text())[0]["run"] == "resample_off"
+    saved = json.loads((tmp_path / "table.json").read_text())
+    assert saved["runs"][0]["run"] == "resample_off"
+    assert saved["command"].startswith("python -m knn.tools.study ") and "git_commit" in saved

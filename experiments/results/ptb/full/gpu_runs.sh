@@ -34,13 +34,14 @@ git config core.fileMode false
 } 2>&1 | tee -a "$LOG"
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-declare -A pids
+declare -A pids stdout
 for v in "$@"; do
   d=outputs/gpu/ptb/$v/seed0; mkdir -p "$d"
   resume=""; [ -f "$d/last.pt" ] && resume="train.resume=true"
   echo "$( [ -n "$resume" ] && echo resumed || echo started ) $(date -u '+%Y-%m-%d %H:%M:%S') UTC on $gpu at $(git rev-parse --short HEAD)" >> "$d/PAUSED_AT.txt"
+  stdout[$v]=$d/stdout_$(date -u +%H%M%S).txt
   python3 -m knn.train experiment=ptb/$v seed=0 device=cuda train.checkpoint_every=200 \
-    train.progress=false $resume ${EXTRA:-} hydra.run.dir=$d > "$d/stdout_$(date -u +%H%M%S).txt" 2>&1 &
+    train.progress=false $resume ${EXTRA:-} hydra.run.dir=$d > "${stdout[$v]}" 2>&1 &
   pids[$v]=$!
 done
 
@@ -54,7 +55,7 @@ for v in "$@"; do
   fi
   echo "== $v: $(tail -n 1 "$d/PAUSED_AT.txt")" | tee -a "$LOG"
   grep -h "INFO" "$d"/train.log 2>/dev/null | tail -n 3 | tee -a "$LOG"
-  tail -n 3 "$d"/stdout_*.txt | grep -i -E "error|exception" | tee -a "$LOG"
+  tail -n 3 "${stdout[$v]}" | grep -i -E "error|exception" | tee -a "$LOG"  # this call's run only
   tar czf "$OUT/$v.tgz" --exclude='*.pt' -C "$d" .
   if [ "${PACK:-}" = "$v" ] && [ ! -f "$d/result.json" ]; then
     tar cf - -C "$d" last.pt best.pt | split -b 15M - "$OUT/$v.pt.tar.part-"

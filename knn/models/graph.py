@@ -58,6 +58,7 @@ class WLNConfig:
     gated: bool = False
     gate_scale: float = 10.0
     share_kernel: bool = True
+    dropout: float = 0.0  # on h_G before the head, training only (not in the paper)
 
     def wl(self) -> WLConfig:
         return WLConfig(
@@ -83,7 +84,10 @@ class WLNRegressor(nn.Module):
         self.cfg = cfg
         self.encoder = WLKernelNet(*feature_dims(cfg), cfg.wl())
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, graph: BatchMolGraph) -> Tensor:
         h_G, _ = self.encoder(graph)  # (G, hidden)
+        if self.cfg.dropout:  # skipped at 0 so that runs without it draw no random numbers
+            h_G = self.dropout(h_G)
         return self.head(h_G)

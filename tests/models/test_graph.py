@@ -117,3 +117,24 @@ def test_tiny_overfit(gated):
         loss.backward()
         opt.step()
     assert loss.item() < 1e-2, loss.item()
+
+
+def test_wln_dropout_acts_on_h_G_while_training_only():
+    """model.dropout (a study factor, not in the paper) drops units of h_G before the head:
+    eval output equals the same weights without dropout, training output differs; at 0 the
+    forward pass draws no random numbers, so runs made before the option existed repeat."""
+    batch = BatchMolGraph.from_graphs([F(s) for s in SMILES]).to("cpu", torch.float64)
+    torch.manual_seed(0)
+    plain = graph_model("wln", hidden=16).double()
+    dropped = graph_model("wln", hidden=16, dropout=0.5).double()
+    dropped.load_state_dict(plain.state_dict())
+    h_G, _ = plain.encoder(batch)
+    torch.manual_seed(1)
+    expected_mask = torch.empty_like(h_G).bernoulli_(0.5)  # what nn.Dropout(0.5) draws next
+    torch.manual_seed(1)
+    train_out = dropped.train()(batch)
+    assert torch.allclose(train_out, plain.head(h_G * expected_mask / 0.5))
+    assert torch.allclose(dropped.eval()(batch), plain.eval()(batch))
+    state = torch.get_rng_state()
+    plain.train()(batch)
+    assert torch.equal(torch.get_rng_state(), state)

@@ -6,7 +6,8 @@ Every ``result.json`` below ``STUDY_DIR`` is one run; the run in the folder
 ``NAME`` (default ``base``) is the reference. A run's factor is what its
 config changes from the base run's (:func:`knn.train.protocol.differences`,
 so seeds, threads, paths and checkpointing do not count), e.g.
-``model.readout=sum``. Per run: the factor, every validation and test metric
+``model.readout=sum``; an ensemble of runs (``python -m knn.tools.ensemble``) is
+one row, ``ensemble of 3 (seeds 0,1,2)``. Per run: the factor, every validation and test metric
 the run recorded, the change of the task's metric on validation against the
 base (the study selects on validation only; test is shown, never used to
 choose), wall time, training throughput (``extra.throughput``, where the task
@@ -33,9 +34,14 @@ from knn.train.provenance import provenance
 
 
 def factor(run: dict[str, Any], base: dict[str, Any]) -> str:
-    """What ``run``'s config changes from ``base``'s, as overrides; ``base`` when nothing."""
-    changed = differences(run["config"], base["config"])
-    return ", ".join(f"{k}={format_value(v)}" for k, v in changed) or "base"
+    """What ``run``'s config changes from ``base``'s, as overrides; ``base`` when nothing; an
+    ensemble (:mod:`knn.tools.ensemble`) is named as such, with its seeds."""
+    changed = ", ".join(f"{k}={format_value(v)}" for k, v in differences(run["config"], base["config"]))
+    if "ensemble" in run:
+        members = run["ensemble"]["members"]
+        label = f"ensemble of {len(members)} (seeds {','.join(str(m['seed']) for m in members)})"
+        return label + (f", {changed}" if changed else "")
+    return changed or "base"
 
 
 def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]:
@@ -68,6 +74,10 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
     return sorted(out, key=lambda row: -sign * row["valid"][metric])
 
 
+def _seeds(seed: int | list[int] | None) -> str:
+    return ",".join(map(str, seed)) if isinstance(seed, list) else str(seed)
+
+
 def markdown(table: list[dict[str, Any]]) -> str:
     """The study table and the command of each run."""
     names = sorted({k for row in table for k in row["valid"]})
@@ -81,7 +91,7 @@ def markdown(table: list[dict[str, Any]]) -> str:
                   for split in ("valid", "test") for m in names]
         cells += [f"{row['valid_change']:+.4f}", f"{row['wall_seconds'] / 60:.1f}",
                   "-" if row["molecules_per_second"] is None else f"{row['molecules_per_second']:.0f}",
-                  str(row["epochs"]), str(row["seed"]), str(row["git_commit"])[:12]]
+                  str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12]]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Commands:", ""] + [f"- {row['run']}: `{row['command']}`" for row in table]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chemprop peer run on the CEP split: one command, one result.json.
+"""Chemprop peer run on the CEP split (or a molecule CSV of your own): one command, one result.json.
 
 Trains chemprop 2.3.1's default D-MPNN (regression on PCE, default
 hyper-parameters, CPU, ``--pytorch-seed 0 --data-seed 0``) on the mirror's
@@ -14,6 +14,8 @@ the ``knn`` package's) and drives the ``chemprop`` CLI in it by subprocess.
 
     python3 experiments/peers/chemprop/run.py                # 50 epochs -> result.json here
     python3 experiments/peers/chemprop/run.py --epochs 1     # check -> outputs/peers/chemprop/...
+    python3 experiments/peers/chemprop/run.py --data-path my.csv --target-column y \
+        --split <run dir>/split.json --out outputs/peers/chemprop/mine   # your own CSV and split
 
 Every failure ends with a one-line message and exit status 1.
 """
@@ -59,8 +61,11 @@ CHECKSUMS = {
     CEP_CSV: "99c3def57a412e0ac3922194d0605b6a8a9056938706a44bc4ba1d35fe8bc8c0",
     CEP_SPLIT: "8f9efe03329db0d49dbdd64d03aeb0e631e886a71ea72220ac4201f7cb66657e",
 }
-SMILES_COL = "smiles"
+SMILES_COL = "smiles"  # the defaults: the CEP CSV's columns
 TARGET_COL = "PCE"
+#: The split JSON's keys: the mirror's split and the trainer's ``<run dir>/split.json``
+#: (``task=mol_csv``) both hold 0-based data rows under them.
+SPLIT_KEYS = ("train", "valid", "test")
 ROW_COL = "row"  # the CSV's 0-based data-row index, carried through chemprop predict
 
 
@@ -146,23 +151,59 @@ def find_mirror(mirror: Optional[str]) -> Path:
     return root
 
 
-def read_targets(csv_path: Path) -> tuple[list[str], list[float]]:
-    """The CSV's SMILES and PCE columns, one entry per data row."""
+def read_targets(
+    csv_path: Path, smiles_col: str = SMILES_COL, target_col: str = TARGET_COL
+) -> tuple[list[str], list[float]]:
+    """The CSV's SMILES and target columns, one entry per data row (row i: the i-th non-blank line
+    after the header, as chemprop and the trainer number them)."""
+    if not csv_path.is_file():
+        raise PeerError(f"missing {csv_path}")
     smiles: list[str] = []
     targets: list[float] = []
     with open(csv_path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None or not {SMILES_COL, TARGET_COL} <= set(reader.fieldnames):
-            raise PeerError(f"{csv_path}: expected columns {SMILES_COL},{TARGET_COL}, got {reader.fieldnames}")
-        for row in reader:
-            smiles.append(row[SMILES_COL])
-            targets.append(float(row[TARGET_COL]))
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or not {smiles_col, target_col} <= set(header):
+            raise PeerError(f"{csv_path}: expected columns {smiles_col},{target_col}, got {header}")
+        i_smiles, i_target = header.index(smiles_col), header.index(target_col)
+        blank_line = 0
+        for record in reader:
+            if not record:
+                blank_line = blank_line or reader.line_num
+                continue
+            row = len(smiles)
+            # chemprop (pandas) skips a blank line without counting it; the trainer counts it:
+            # past one, the split's row numbers would name other molecules for chemprop.
+            if blank_line:
+                raise PeerError(f"{csv_path}: blank line {blank_line} before row {row}; remove it")
+            value = record[i_target] if len(record) > i_target else ""
+            try:
+                target = float(value)
+            except ValueError:
+                target = math.nan
+            # a missing target would make chemprop mask the row and the test metrics undefined
+            if not math.isfinite(target):
+                raise PeerError(
+                    f"{csv_path}: row {row} (line {reader.line_num}): target {value!r} in column "
+                    f"{target_col!r} is not a finite number"
+                )
+            smiles.append(record[i_smiles] if len(record) > i_smiles else "")
+            targets.append(target)
     return smiles, targets
 
 
 def read_split(split_path: Path, n_rows: int) -> dict[str, list[int]]:
-    """The mirror's split as chemprop's keys (train, val, test), checked to partition the rows."""
-    raw = json.loads(split_path.read_text())
+    """A split JSON (the mirror's, or the trainer's ``split.json``) as chemprop's keys (train,
+    val, test), checked to name distinct rows of the CSV; rows it leaves out go unused."""
+    expected = f"expected a JSON object with lists {', '.join(SPLIT_KEYS)} of 0-based data rows"
+    if not split_path.is_file():
+        raise PeerError(f"missing {split_path}")
+    try:
+        raw = json.loads(split_path.read_text())
+    except (OSError, ValueError) as err:
+        raise PeerError(f"{split_path}: {expected} ({' '.join(str(err).split())})") from None
+    if not isinstance(raw, dict) or not all(isinstance(raw.get(k), list) and raw[k] for k in SPLIT_KEYS):
+        raise PeerError(f"{split_path}: {expected}, each non-empty")
     split = {"train": raw["train"], "val": raw["valid"], "test": raw["test"]}
     seen: set[int] = set()
     for key, idx in split.items():
@@ -175,7 +216,7 @@ def read_split(split_path: Path, n_rows: int) -> dict[str, list[int]]:
 
 
 def write_chemprop_inputs(
-    work: Path, split: dict[str, list[int]], smiles: list[str]
+    work: Path, split: dict[str, list[int]], smiles: list[str], smiles_col: str = SMILES_COL
 ) -> tuple[Path, Path]:
     """Write chemprop's splits file and the test-set input for ``chemprop predict``.
 
@@ -188,7 +229,7 @@ def write_chemprop_inputs(
     test_path = work / "test_input.csv"
     with open(test_path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([ROW_COL, SMILES_COL])
+        writer.writerow([ROW_COL, smiles_col])
         for i in split["test"]:
             writer.writerow([i, smiles[i]])
     return splits_path, test_path
@@ -280,12 +321,15 @@ def git_state() -> dict[str, Any]:
 # ----------------------------------------------------------------------------- metrics
 
 
-def score(pred_path: Path, targets: list[float], test_idx: list[int]) -> dict[str, float]:
-    """Test RMSE and MAE from chemprop's prediction CSV against the data CSV's targets."""
+def score(
+    pred_path: Path, targets: list[float], test_idx: list[int], target_col: str = TARGET_COL
+) -> dict[str, float]:
+    """Test RMSE and MAE from chemprop's prediction CSV (one column named as the training
+    target) against the data CSV's targets."""
     preds: dict[int, float] = {}
     with open(pred_path, newline="") as f:
         for row in csv.DictReader(f):
-            preds[int(row[ROW_COL])] = float(row[TARGET_COL])
+            preds[int(row[ROW_COL])] = float(row[target_col])
     if sorted(preds) != sorted(test_idx):
         raise PeerError(f"{pred_path}: predictions for {len(preds)} rows, expected the {len(test_idx)} test rows")
     errors = [preds[i] - targets[i] for i in test_idx]
@@ -311,6 +355,16 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         f"{FULL_EPOCHS}-epoch run (files under {rel(CHECK_ROOT)}/<time>), {rel(CHECK_ROOT)}/<time>-e<N> for a check",
     )
     parser.add_argument("--mirror", help="data mirror root (default: $KNN_DATA_MIRROR, else <repo>/../shared/data)")
+    parser.add_argument("--data-path", type=Path, metavar="CSV", help=f"molecule CSV (default: the mirror's {CEP_CSV}, checksum-verified); needs --split and --out")
+    parser.add_argument("--smiles-column", default=SMILES_COL, help=f"the CSV's SMILES column (default {SMILES_COL})")
+    parser.add_argument("--target-column", default=TARGET_COL, help=f"the CSV's regression target (default {TARGET_COL})")
+    parser.add_argument(
+        "--split",
+        type=Path,
+        metavar="JSON",
+        help=f"split JSON with lists {', '.join(SPLIT_KEYS)} of 0-based data rows, as the mirror's and a "
+        f"task=mol_csv run's <run dir>/split.json (default: the mirror's {CEP_SPLIT}); needs --out",
+    )
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help=f"virtual environment (default {rel(DEFAULT_VENV)})")
     parser.add_argument("--threads", type=int, help="OMP/MKL threads for chemprop (default: torch's own, all cores)")
     return parser.parse_args(argv)
@@ -323,6 +377,18 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         raise PeerError(
             f"--epochs must exceed chemprop's default {WARMUP_EPOCHS} warmup epochs (at least {WARMUP_EPOCHS + 1}), got {args.epochs}"
         )
+    # Any other data is another measurement than the committed CEP one.
+    columns = (args.smiles_column, args.target_column)
+    custom = args.data_path is not None or args.split is not None or columns != (SMILES_COL, TARGET_COL)
+    if custom and args.out is None:
+        raise PeerError(
+            f"--data-path, --split and the column options need --out DIR: {rel(COMMITTED_RESULT)} holds the CEP measurement"
+        )
+    if args.data_path is not None and args.split is None:
+        raise PeerError("--data-path needs --split JSON: the CEP split does not index another CSV")
+    if len({ROW_COL, *columns}) < 3:
+        # chemprop predict writes its output column, named after the target, over an input column of that name
+        raise PeerError(f"--smiles-column and --target-column must differ from each other and from {ROW_COL!r}")
     started = dt.datetime.now(dt.timezone.utc)
     stamp = started.strftime("%Y-%m-%d_%H-%M-%S")
     if args.out is not None:
@@ -334,12 +400,17 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     result_path = result_dir / "result.json"
     if result_path.resolve() == COMMITTED_RESULT and args.epochs != FULL_EPOCHS:
         raise PeerError(f"{rel(COMMITTED_RESULT)} holds the {FULL_EPOCHS}-epoch measurement; a {args.epochs}-epoch run may not overwrite it")
+    if result_path.resolve() == COMMITTED_RESULT and custom:
+        raise PeerError(f"{rel(COMMITTED_RESULT)} holds the CEP measurement; choose another --out for other data")
     if work.resolve() == HERE:
         work = CHECK_ROOT / stamp  # never litter the committed folder with run files
 
-    mirror = find_mirror(args.mirror)
-    csv_path, split_json = mirror / CEP_CSV, mirror / CEP_SPLIT
-    smiles, targets = read_targets(csv_path)
+    csv_path, split_json = args.data_path, args.split
+    if csv_path is None or split_json is None:
+        mirror = find_mirror(args.mirror)
+        csv_path, split_json = csv_path or mirror / CEP_CSV, split_json or mirror / CEP_SPLIT
+    csv_path, split_json = Path(os.path.abspath(csv_path)), Path(os.path.abspath(split_json))
+    smiles, targets = read_targets(csv_path, args.smiles_column, args.target_column)
     split = read_split(split_json, len(smiles))
 
     install = ensure_venv(args.venv.resolve())
@@ -350,7 +421,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     if train_dir.exists():
         raise PeerError(f"{rel(train_dir)} holds an earlier run: choose another --out (OUT=)")
     work.mkdir(parents=True, exist_ok=True)
-    splits_path, test_input = write_chemprop_inputs(work, split, smiles)
+    splits_path, test_input = write_chemprop_inputs(work, split, smiles, args.smiles_column)
     env = dict(os.environ)
     if args.threads is not None:
         env.update(OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
@@ -358,8 +429,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     train_cmd = [
         chemprop_bin, "train",
         "--data-path", csv_path,
-        "--smiles-columns", SMILES_COL,
-        "--target-columns", TARGET_COL,
+        "--smiles-columns", args.smiles_column,
+        "--target-columns", args.target_column,
         "--task-type", "regression",
         "--splits-file", splits_path,
         "--epochs", str(args.epochs),
@@ -378,7 +449,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     predict_cmd = [
         chemprop_bin, "predict",
         "--test-path", test_input,
-        "--smiles-columns", SMILES_COL,
+        "--smiles-columns", args.smiles_column,
         "--model-paths", model_path,
         "--preds-path", preds_path,
         "--accelerator", "cpu",
@@ -387,13 +458,14 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     ]  # fmt: skip
     predict_seconds = run_logged(predict_cmd, cwd=REPO, env=env)
 
-    metrics = score(preds_path, targets, split["test"])
+    metrics = score(preds_path, targets, split["test"], args.target_column)
     params = count_parameters(args.venv.resolve(), model_path)
     n_train = len(split["train"])
     freeze = capture([venv_python(args.venv.resolve()), "-m", "pip", "freeze", "--disable-pip-version-check"])
 
     result: dict[str, Any] = {
-        "model": "chemprop D-MPNN (defaults), regression on PCE",
+        "model": f"chemprop D-MPNN (defaults), regression on {args.target_column}"
+        + ("" if args.data_path is None else f" of {rel(csv_path)}"),
         "test_rmse": round(metrics["test_rmse"], 6),
         "test_mae": round(metrics["test_mae"], 6),
         "params": params["params"],
@@ -420,9 +492,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         "python_version": capture([venv_python(args.venv.resolve()), "-c", "import platform; print(platform.python_version())"]),
         "commands": [shlex.join(rel(c) if isinstance(c, Path) else c for c in cmd) for cmd in (train_cmd, predict_cmd)],
         "env": {k: env[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in env},
-        "data_csv": CEP_CSV,
-        "data_csv_sha256": CHECKSUMS[CEP_CSV],
-        "split_file": CEP_SPLIT,
+        "data_csv": CEP_CSV if args.data_path is None else rel(csv_path),
+        "data_csv_sha256": sha256_of(csv_path),
+        "split_file": CEP_SPLIT if args.split is None else rel(split_json),
         "split_sha256": sha256_of(split_json),
         "chemprop_splits_sha256": sha256_of(splits_path),
         "run_dir": rel(work),

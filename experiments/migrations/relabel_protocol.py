@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +45,7 @@ from typing import Any, Callable
 from knn.io import write_json
 from knn.paths import REPO_ROOT
 from knn.train.config import reference_config
-from knn.train.protocol import experiment_of_command, protocol_label
+from knn.train.protocol import experiment_of_command, group_choices, protocol_label
 from knn.train.provenance import NOT_RECORDED
 
 PROVENANCE_KEYS = ("git_commit", "command", "machine", "torch_version", "ops")
@@ -76,7 +77,8 @@ def add_provenance(data: dict[str, Any]) -> list[str]:
     return missing
 
 
-def relabel(data: dict[str, Any], reference: Callable[[str | None], dict[str, Any]]) -> str:
+def relabel(data: dict[str, Any],
+            reference: Callable[[str | None, tuple[str, ...]], dict[str, Any]]) -> str:
     """Set ``experiment`` and ``protocol`` of a result from its stored config; return the label.
 
     A result that has both keys keeps them: its label was derived against the config schema
@@ -85,9 +87,10 @@ def relabel(data: dict[str, Any], reference: Callable[[str | None], dict[str, An
     if "protocol" in data and "experiment" in data:
         return data["protocol"]
     experiment = experiment_of_command(data.get("command"))
+    groups = () if experiment else tuple(group_choices(shlex.split(data.get("command") or "")))
     data["experiment"] = experiment
-    data["protocol"] = protocol_label(data["config"], reference(experiment), data.get("stop_reason"),
-                                      experiment)
+    data["protocol"] = protocol_label(data["config"], reference(experiment, groups),
+                                      data.get("stop_reason"), experiment)
     return data["protocol"]
 
 
@@ -108,12 +111,12 @@ def files(paths: list[str]) -> list[Path]:
 
 def migrate(paths: list[Path], dry_run: bool = False) -> list[dict[str, Any]]:
     """Migrate ``paths``; one record per file: path, kind, protocol before and after, keys added."""
-    cache: dict[str | None, dict[str, Any]] = {}
+    cache: dict[tuple[str | None, tuple[str, ...]], dict[str, Any]] = {}
 
-    def reference(experiment: str | None) -> dict[str, Any]:
-        if experiment not in cache:
-            cache[experiment] = reference_config(experiment)
-        return cache[experiment]
+    def reference(experiment: str | None, groups: tuple[str, ...] = ()) -> dict[str, Any]:
+        if (experiment, groups) not in cache:
+            cache[experiment, groups] = reference_config(experiment, groups)
+        return cache[experiment, groups]
 
     records = []
     for path in paths:

@@ -11,7 +11,7 @@ line, from Hydra's compose API in a test, or from a plain dict.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
@@ -132,9 +132,10 @@ def to_dataclass(node: DictConfig) -> Any:
     return OmegaConf.to_object(node)
 
 
-def reference_config(experiment: str | None) -> dict[str, Any]:
-    """The resolved config of ``experiment=<experiment>`` alone (the default composition when
-    None): the protocol a run's config is compared with (:mod:`knn.train.protocol`).
+def reference_config(experiment: str | None, groups: Sequence[str] = ()) -> dict[str, Any]:
+    """The resolved config of ``experiment=<experiment>`` alone (when None: of the ``groups``
+    overrides alone, e.g. ``["task=mol_csv"]``): the protocol a run's config is compared
+    with (:mod:`knn.train.protocol`).
 
     Inside ``python -m knn.train`` Hydra is already initialised on :data:`CONF_DIR` and
     composes directly; elsewhere (tests, the migration) it is initialised here.
@@ -142,7 +143,7 @@ def reference_config(experiment: str | None) -> dict[str, Any]:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    overrides = [f"experiment={experiment}"] if experiment else []
+    overrides = [f"experiment={experiment}"] if experiment else list(groups)
     if GlobalHydra.instance().is_initialized():
         cfg = compose(config_name="train", overrides=overrides)
     else:

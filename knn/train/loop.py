@@ -40,7 +40,7 @@ from knn.train.config import reference_config, resolve_config, to_dataclass
 from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
 from knn.train.optim import EpochSchedule, build_optimizer
-from knn.train.protocol import experiment_of, protocol_label
+from knn.train.protocol import experiment_of, group_choices, protocol_label
 from knn.train.provenance import device_name, git_commit, provenance
 from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
 
@@ -85,7 +85,8 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     (:mod:`knn.train.protocol`), composed now, as the run starts.
     """
     try:
-        reference = reference_config(experiment_of(overrides or []))
+        experiment = experiment_of(overrides or [])
+        reference = reference_config(experiment, () if experiment else group_choices(overrides or []))
         trainer = Trainer(resolve_config(cfg))
         stop_reason = trainer.fit()
         return trainer.finish(stop_reason, overrides or [], reference)

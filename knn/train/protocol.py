@@ -23,8 +23,10 @@ Parts combine with ``; ``, e.g. ``budgeted 30 min; modified
 (task.eval_batch_size=10)``. A limit (``max_minutes``, ``max_steps``, a lower
 ``max_epochs``) that did not stop the run is not named: training ran to the
 end of the protocol, the limit changed nothing. A run without
-``experiment=`` is compared with the default composition (``conf/train.yaml``
-alone) and its label starts with ``custom (no experiment)``.
+``experiment=`` is compared with the composition of its own ``task=`` and
+``model=`` choices alone (:func:`group_choices`; ``task=mol_csv`` brings its
+training preset, so a run on those defaults has nothing else to name), and its
+label starts with ``custom (no experiment)``.
 
 Keys present in the reference but absent from the run's config were added to
 the schema after the run; they are not differences (the run is assumed to
@@ -143,7 +145,7 @@ def protocol_label(run_cfg: dict[str, Any], reference_cfg: dict[str, Any], stop_
     """The run's protocol label (see the module docstring).
 
     ``reference_cfg`` is the resolved config of ``experiment=<experiment>`` alone, or of
-    the default composition when ``experiment`` is None.
+    the run's :func:`group_choices` alone when ``experiment`` is None.
     """
     if is_smoke(run_cfg):
         return SMOKE
@@ -166,6 +168,17 @@ def experiment_of(overrides: Iterable[str]) -> str | None:
         if key.lstrip("+~") == "experiment":
             found = None if key.startswith("~") or value in ("", "null") else value
     return found
+
+
+def group_choices(overrides: Iterable[str]) -> list[str]:
+    """The ``task=`` and ``model=`` overrides that chose the run's groups (the last of each),
+    for a run without ``experiment=``: its reference composition."""
+    chosen: dict[str, str] = {}
+    for token in overrides:
+        key, sep, value = token.partition("=")
+        if sep and key.lstrip("+") in GROUPS:
+            chosen[key.lstrip("+")] = value
+    return [f"{group}={value}" for group, value in chosen.items()]
 
 
 def experiment_of_command(command: str | None) -> str | None:

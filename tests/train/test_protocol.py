@@ -12,7 +12,7 @@ from hydra import initialize_config_dir
 from knn.train import loop
 from knn.train.config import CONF_DIR, reference_config
 from knn.train.protocol import (CUSTOM, FULL, SMOKE, differences, experiment_of,
-                                experiment_of_command, protocol_label)
+                                experiment_of_command, group_choices, protocol_label)
 
 EXPERIMENTS = ("ptb/gated_5m", "sst/gated_fine", "cep/wln")
 
@@ -136,6 +136,27 @@ def test_run_without_experiment_is_custom_against_the_default(refs) -> None:
         "custom (no experiment); modified (task=sst, model=knn_sst, train.optimizer=adam")
 
 
+def test_run_without_experiment_is_labelled_against_its_own_task_and_model(refs) -> None:
+    """task=mol_csv brings its training preset: a run on those defaults names nothing else,
+    and a change of them is named alone (against the default composition it would name the
+    task's whole preset)."""
+    ref = reference_config(None, ["task=mol_csv", "model=gated_wln"])
+    assert ref["task"]["name"] == "mol_csv" and ref["model"]["name"] == "gated_wln"
+    assert protocol_label(ref, ref, "patience", None) == CUSTOM
+    assert protocol_label(changed(ref, **{"train.patience": 10}), ref, "patience", None) == \
+        "custom (no experiment); modified (train.patience=10)"
+    assert "modified (task=mol_csv, model=gated_wln" in protocol_label(ref, refs[None], "patience", None)
+
+
+@pytest.mark.parametrize(("tokens", "groups"), [
+    (["task=mol_csv", "task.data.path=x.csv", "model=nfp", "seed=1"], ["task=mol_csv", "model=nfp"]),
+    (["model=wln", "+model=gated_wln"], ["model=gated_wln"]),
+    (["train=molecules", "model.hidden=8"], []),
+])
+def test_group_choices(tokens: list[str], groups: list[str]) -> None:
+    assert group_choices(tokens) == groups
+
+
 def test_keys_missing_from_an_old_config_are_not_differences(refs) -> None:
     old = copy.deepcopy(refs["sst/gated_fine"])
     del old["task"]["vectors"]["cased"], old["train"]["checkpoint_every"], old["keep_freed_memory"]
@@ -185,3 +206,17 @@ def test_trainer_labels_against_the_experiment_of_its_overrides(train_smoke, tmp
                                              "task.limit_eval_batches": None})
     got = protocol_label(unlimited, refs["ptb/gated_5m"], "max_minutes", "ptb/gated_5m")
     assert got.startswith("budgeted 1e-09 min; modified (task.batch_size=4, task.bptt=8, ")
+
+
+def test_trainer_without_experiment_labels_against_its_group_choices(train_smoke, tmp_path,
+                                                                     monkeypatch) -> None:
+    seen = []
+    real = loop.protocol_label
+
+    def spy(run_cfg, reference_cfg, stop_reason, experiment):
+        seen.append((reference_cfg, experiment))
+        return real(run_cfg, reference_cfg, stop_reason, experiment)
+
+    monkeypatch.setattr(loop, "protocol_label", spy)
+    train_smoke(tmp_path, "model=lstm_lm")
+    assert seen == [(reference_config(None, ["model=lstm_lm"]), None)]

@@ -1,4 +1,5 @@
-"""Table 3 rows from result.json files: order, selection over seeds, the paper's ordering."""
+"""Table 3 rows from result.json files: rows per (variant, protocol), means over seeds,
+the paper's ordering within a protocol, issue #20's target against chemprop."""
 
 from __future__ import annotations
 
@@ -8,22 +9,31 @@ from pathlib import Path
 import pytest
 
 from knn.tools import cep_table
-from knn.tools.cep_table import chemprop_reference, main, ordering, table, versus_chemprop
+from knn.tools.cep_table import (chemprop_reference, main, ordering, ordering_lines, table,
+                                 versus_chemprop)
+
+MODIFIED = "modified (task.samples_per_epoch=24000)"
+CHEMPROP = {"name": "chemprop test", "test_rmse": 0.925, "test_mae": 0.401, "params": 318_000,
+            "molecules_per_second": 730}
 
 
-def result(variant: str, valid: float, test: float, seed: int = 0, **extra) -> dict:
+def result(variant: str, valid: float, test: float, seed: int = 0, protocol: str = "full",
+           rate: float = 700.0, extra: dict | None = None, **fields) -> dict:
+    """A CEP result.json; test MAE is half the test RMSE."""
     fitted = variant in ("mean", "wl_kernel")
     return {
         "task": "cep", "model": variant, "variant": variant, "seed": seed,
-        "params": 0 if fitted else 260_000, "metric": "rmse",
+        "params": 0 if fitted else 260_000, "metric": "rmse", "protocol": protocol,
         "metrics": {"valid": {"rmse": valid, "mae": valid / 2}, "test": {"rmse": test, "mae": test / 2}},
         "epochs": 1 if fitted else 51, "steps": 0 if fitted else 255_000, "best_epoch": 0,
         "stop_reason": "max_epochs", "budgeted": False, "budget_minutes": None,
         "wall_seconds": 120.0, "device": "cpu", "git_commit": "abc",
-        "command": f"python -m knn.train experiment=cep/{variant}",
+        "command": f"python -m knn.train experiment=cep/{variant} seed={seed}",
         "paper": {"table": "Table 3", "row": variant.upper(), "value": 0.1},
         "config": {"task": {"limit_train_batches": None, "limit_eval_batches": None}},
-        "extra": {"throughput": {"molecules_per_second": None if fitted else 700.0}, **extra},
+        "extra": {"throughput": {"molecules_per_second": None if fitted else rate},
+                  **(extra or {})},
+        **fields,
     }
 
 
@@ -32,20 +42,22 @@ def write(root: Path, name: str, r: dict) -> None:
     (root / name / "result.json").write_text(json.dumps(r))
 
 
-def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    runs = [result("gated_wln", 0.50, 0.51), result("wln", 0.52, 0.53), result("elbp", 0.6, 0.61),
-            result("nfp", 0.7, 0.71), result("mean", 2.5, 2.57, fitted_parameters=1),
-            result("wl_kernel", 1.5, 1.58, fitted_parameters=46_255),
-            result("wln", 0.51, 0.60, seed=1)]  # better valid, worse test: selected
+def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = [result("gated_wln", 0.50, 0.61), result("elbp", 0.6, 0.70), result("nfp", 0.7, 0.71),
+            result("mean", 2.5, 2.57, extra={"fitted_parameters": 1}),
+            result("wl_kernel", 1.5, 1.58, extra={"fitted_parameters": 46_255}),
+            result("wln", 0.52, 0.60, seed=0, rate=600.0),
+            result("wln", 0.51, 0.62, seed=1, rate=700.0),  # best validation
+            result("wln", 0.53, 0.67, seed=2, rate=800.0),
+            result("wln_tuned", 0.40, 0.90, seed=0, rate=740.0, paper=None),
+            result("wln_tuned", 0.41, 0.92, seed=1, rate=760.0, paper=None)]
     for i, r in enumerate(runs):
         write(tmp_path, f"run{i}", r)
     write(tmp_path, "sst", {**result("wln", 0.1, 0.1), "task": "sst"})  # not a CEP run: ignored
     peers = tmp_path / "peers"
     peers.mkdir()
-    (peers / "reported.json").write_text(json.dumps(
-        {"name": "chemprop test", "test_rmse": 0.925, "test_mae": 0.401, "params": 318_000,
-         "molecules_per_second": 730}))
+    (peers / "reported.json").write_text(json.dumps(CHEMPROP))
     monkeypatch.setattr(cep_table, "PEER_DIR", peers)
     real_provenance, md_written = cep_table.provenance, []
     monkeypatch.setattr(cep_table, "provenance", lambda command: md_written.append(
@@ -54,29 +66,102 @@ def test_rows_in_table_order_best_valid_seed_and_ordering(tmp_path: Path,
     assert md_written == [False]  # the commit is read before the rewritten table dirties the tree
     data = json.loads((tmp_path / "out" / "table3.json").read_text())
     rows = data["rows"]
-    assert [r["variant"] for r in rows] == ["mean", "wl_kernel", "nfp", "elbp", "wln", "gated_wln"]
+    assert [r["variant"] for r in rows] == ["mean", "wl_kernel", "nfp", "elbp", "wln", "gated_wln",
+                                            "wln_tuned"]
     wln = rows[4]
-    assert (wln["seed"], wln["test_rmse"], wln["n_runs"]) == (1, 0.60, 2)
+    # By hand: mean (0.60 + 0.62 + 0.67) / 3 = 0.63; squared deviations 0.0009 + 0.0001 +
+    # 0.0016 = 0.0026, sample variance 0.0026 / 2 = 0.0013.
+    assert (wln["n_runs"], wln["seeds"]) == (3, [0, 1, 2])
+    assert wln["test_rmse_mean"] == pytest.approx(0.63)
+    assert wln["test_rmse_std"] == pytest.approx(0.0013 ** 0.5)
+    assert wln["test_mae_mean"] == pytest.approx(0.315)
+    assert wln["test_mae_std"] == pytest.approx(0.0013 ** 0.5 / 2)
+    assert wln["valid_rmse_mean"] == pytest.approx(0.52)
+    assert wln["molecules_per_second_mean"] == pytest.approx(700.0)
+    assert wln["best_valid"]["seed"] == 1 and wln["best_valid"]["test_rmse"] == 0.62
+    assert [(r["seed"], r["test_rmse"], r["command"]) for r in wln["runs"]] == [
+        (s, t, f"python -m knn.train experiment=cep/wln seed={s}")
+        for s, t in ((0, 0.60), (1, 0.62), (2, 0.67))]
+    assert all(r["run_dir"] and r["git_commit"] == "abc" for r in wln["runs"])
+    gated = rows[5]  # a single run: no spread
+    assert (gated["n_runs"], gated["test_rmse_std"], gated["test_mae_std"]) == (1, None, None)
     assert rows[1]["params"] == 46_255 and rows[1]["closed_form"]
-    assert data["ordering"]["holds"] is True  # 0.51 ≤ 0.60 < 0.61 < 0.71 < 2.57
+    assert rows[6]["paper_row"] == "WLN tuned on validation (ours)"
+    [verdict] = data["ordering"]["verdicts"]
+    assert verdict["protocol"] == "full" and verdict["holds"] is True
+    assert [c["pair"] for c in verdict["checks"]] == ["gated_wln ≤ wln", "wln < elbp",
+                                                     "elbp < nfp", "nfp < mean"]  # no wln_tuned
     md = (tmp_path / "out" / "table3.md").read_text()
-    assert "| WL_KERNEL | wl_kernel | 1.5800 |" in md and "46,255 (fitted)" in md and "**holds**" in md
-    # WLN 0.60 ≤ chemprop's 0.925 but 700 < 730 molecules/s
-    assert data["versus_reference"] == {"test_rmse": [0.60, 0.925], "rmse_holds": True,
-                                        "molecules_per_second": [700.0, 730],
-                                        "throughput_holds": False, "holds": False}
-    assert "WLN: **not met**: test RMSE 0.6000 vs 0.925 (yes), 700 vs 730 molecules/s (NO)." in md
+    assert ("| WLN | wln | 3 (0, 1, 2) | 0.6300 ± 0.0361 | 0.3150 ± 0.0180 | 0.5200 "
+            "| 0.6200 (1) |") in md
+    assert "| GATED_WLN | gated_wln | 1 (0) | 0.6100 | 0.3050 | 0.5000 | 0.6100 (0) |" in md
+    assert "46,255 (fitted)" in md and "mean test RMSE over n seeds (n per row)" in md
+    assert "- full: **holds**: gated_wln ≤ wln yes (0.6100 (n=1) vs 0.6300 ± 0.0361 (n=3); " \
+           "within spread), wln < elbp yes (0.6300 ± 0.0361 (n=3) vs 0.7000 (n=1))," in md
+    for s in (0, 1, 2):  # every run is listed
+        assert f"- wln, full, seed {s}: valid RMSE" in md
+    # Issue #20 judged on the tuned WLN: 0.91 < 0.925, 0.455 ≥ 0.401, 750 ≥ 730 molecules/s
+    vs = data["versus_reference"]
+    assert (vs["variant"], vs["protocol"], vs["n_runs"]) == ("wln_tuned", "full", 2)
+    assert vs["test_rmse"] == [pytest.approx(0.91), 0.925] and vs["rmse_holds"] is True
+    assert vs["test_mae"] == [pytest.approx(0.455), 0.401] and vs["mae_holds"] is False
+    assert vs["molecules_per_second"] == [pytest.approx(750.0), 730]
+    assert vs["throughput_holds"] is True and vs["holds"] is False
+    assert ("wln_tuned (full, mean over 2 seed(s)): **not met**: test RMSE 0.9100 ± 0.0141 vs "
+            "0.925 (yes), MAE 0.4550 ± 0.0071 vs 0.401 (NO), 750 vs 730 molecules/s (yes).") in md
 
 
-def test_ordering_reports_failures_and_missing_rows() -> None:
-    rows = table([result("gated_wln", 0.5, 0.7), result("wln", 0.5, 0.6)])
-    order = ordering(rows)
-    assert not order["complete"] and not order["holds"]
-    assert order["checks"] == [{"pair": "gated_wln ≤ wln", "holds": False, "values": [0.7, 0.6]}]
-    ref = {"test_rmse": 0.925, "molecules_per_second": 730}
-    assert versus_chemprop(table([result("nfp", 0.5, 0.5)]), ref) is None
-    assert versus_chemprop(rows, None) is None  # no reference file: nothing to judge
-    assert versus_chemprop(rows, ref)["holds"] is False  # 700 molecules/s < 730
+def test_protocols_are_separate_rows_and_ordering_is_judged_within_one() -> None:
+    rows = table([result("wln", 0.5, 0.50), result("gated_wln", 0.5, 0.60),
+                  result("wln", 0.5, 0.70, seed=0, protocol=MODIFIED),
+                  result("wln", 0.5, 0.80, seed=1, protocol=MODIFIED),
+                  result("gated_wln", 0.5, 0.60, protocol=MODIFIED),
+                  result("nfp", 0.5, 1.0, protocol=MODIFIED),
+                  result("mean", 2.5, 2.5, extra={"fitted_parameters": 1})])
+    assert [(r["variant"], r["protocol"], r["n_runs"]) for r in rows] == [
+        ("mean", "full", 1), ("nfp", MODIFIED, 1), ("wln", "full", 1), ("wln", MODIFIED, 2),
+        ("gated_wln", "full", 1), ("gated_wln", MODIFIED, 1)]
+    assert rows[2]["test_rmse_mean"] == 0.50  # the full run is not averaged with the others
+    assert rows[3]["test_rmse_mean"] == pytest.approx(0.75)
+    full, modified = ordering(rows)["verdicts"]
+    assert full["protocol"] == "full" and not full["complete"] and not full["holds"]
+    assert [(c["pair"], c["holds"], c["means"]) for c in full["checks"]] == [
+        ("gated_wln ≤ wln", False, [0.60, 0.50])]
+    assert modified["protocol"] == MODIFIED and not modified["complete"]
+    assert [(c["pair"], c["holds"], c["protocol"]) for c in modified["checks"]] == [
+        ("gated_wln ≤ wln", True, MODIFIED), ("nfp < mean", True, MODIFIED)]
+    # The mean predictor's closed-form fit has no schedule: it stands in under MODIFIED.
+    assert modified["checks"][1]["protocols"] == [MODIFIED, "full"]
+    text = "\n".join(ordering_lines(ordering(rows)))
+    assert "- full: **does not hold**: gated_wln ≤ wln NO (0.6000 (n=1) vs 0.5000 (n=1))." in text
+    assert f"- {MODIFIED}: **holds on the pairs checked (missing rows)**" in text
+    assert "2.5000 (n=1, full closed form)" in text
+    # No tuned WLN: the WLN row with the most runs (MODIFIED, n=2) is judged.
+    vs = versus_chemprop(rows, CHEMPROP)
+    assert (vs["variant"], vs["protocol"], vs["n_runs"]) == ("wln", MODIFIED, 2)
+
+
+def test_within_spread_and_target_row_choice() -> None:
+    rows = table([result("wln", 0.5, t, seed=s) for s, t in enumerate((1.0, 1.1, 1.2))]
+                 + [result("gated_wln", 0.5, 1.15), result("elbp", 0.5, 1.5)])
+    checks = ordering(rows)["verdicts"][0]["checks"]
+    assert rows[1]["variant"] == "wln" and rows[1]["test_rmse_std"] == pytest.approx(0.1)
+    # |1.15 - 1.10| = 0.05 ≤ 0.1 (wln's std): judged NO by the means, but within spread
+    assert [(c["pair"], c["holds"], c["within_spread"]) for c in checks] == [
+        ("gated_wln ≤ wln", False, True), ("wln < elbp", True, False)]
+    assert "gated_wln ≤ wln NO (1.1500 (n=1) vs 1.1000 ± 0.1000 (n=3); within spread)" in \
+        "\n".join(ordering_lines(ordering(rows)))
+    # Two single runs: no std, so no spread to be within
+    single = ordering(table([result("gated_wln", 0.5, 1.0), result("wln", 0.5, 1.0)]))
+    assert single["verdicts"][0]["checks"][0]["within_spread"] is False
+    # Same number of runs: the WLN row with the lower mean test RMSE is judged.
+    tie = table([result("wln", 0.5, 0.95), result("wln", 0.5, 0.90, protocol=MODIFIED)])
+    vs = versus_chemprop(tie, CHEMPROP)
+    assert (vs["protocol"], vs["test_rmse"], vs["rmse_holds"]) == (MODIFIED, [0.90, 0.925], True)
+    assert vs["mae_holds"] is False and vs["throughput_holds"] is False  # 0.45 ≥ 0.401; 700 < 730
+    assert versus_chemprop(table([result("nfp", 0.5, 0.5)]), CHEMPROP) is None
+    assert versus_chemprop(tie, None) is None  # no reference file: nothing to judge
+    assert ordering(table([result("nfp", 0.5, 0.5)]))["verdicts"] == []
 
 
 def test_chemprop_reference_prefers_the_peer_run(tmp_path: Path) -> None:

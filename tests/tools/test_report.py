@@ -52,6 +52,8 @@ def fake_results(root: Path) -> None:
     write_run(root, run_result("sst", "gated_fine", 0, 50.0, 49.5))  # no metrics.jsonl
     write_run(root, run_result("cep", "wl_kernel", 0, 1.5, 1.6, params=0,
                                extra={"fitted_parameters": 46_255}), epochs=[1.5])
+    write_run(root, run_result("cep", "wln", 0, 1.0, 1.1))
+    write_run(root, run_result("cep", "gated_wln", 0, 1.0, 1.2))
     failed = root / "sst" / "const_fine" / "seed3"
     failed.mkdir(parents=True)
     (failed / "failed.json").write_text(json.dumps({
@@ -129,6 +131,10 @@ def test_protocol_labels_and_substitutions(built: tuple[Path, str]) -> None:
     assert cep[2:4] == ["0.204", "1.6000"] and cep[6] == "46,255"  # closed form: fitted size
     assert cep[8] == f"full; {report.CEP_SUBSET}"
     assert report.cep_table.PAPER_NOTE in md
+    # The paper's ordering is judged on the mean test RMSE over seeds, within a protocol.
+    assert "on the mean test RMSE over n seeds (n per row), judged within each protocol" in md
+    assert "- full: **does not hold**: gated_wln ≤ wln NO (1.2000 (n=1) vs 1.1000 (n=1))." in md
+    assert "best-validation run" not in md
 
 
 def test_failed_and_other_runs(built: tuple[Path, str]) -> None:

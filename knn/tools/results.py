@@ -15,8 +15,9 @@ variant, seed, validation and test metric, protocol (the run's ``protocol``
 label, see :mod:`knn.train.protocol`; ``unlabelled`` when it has none; or
 FAILED), folder, and for a failed run its error.
 
-Otherwise runs with the same (task, variant) form a group, one row of a
-paper table. Per group, on the task's selection metric (``result["metric"]``):
+Otherwise runs with the same (task, variant, protocol label) form a group, one row
+of a paper table: runs under different protocols are never averaged. Per group, on
+the task's selection metric (``result["metric"]``):
 
 * **selected**: the test value of the run with the best validation value
   (ties: the lowest seed), the honest model-selection number;
@@ -24,6 +25,7 @@ paper table. Per group, on the task's selection metric (``result["metric"]``):
   ("we report the best results achieved across 5 independent runs"), which
   selects on test data and is optimistic;
 * mean ± std (sample std, n - 1) of test and validation values;
+* trained parameters next to the paper's (its experiment's ``paper.params``);
 * wall time per run, the seeds, and each run's command.
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` (the table, then one line per
@@ -143,12 +145,13 @@ def listing(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One dict per (task, variant), in the order first seen; see the module docstring."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    """One dict per (task, variant, protocol), in the order first seen; see the module
+    docstring."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in runs:
-        groups.setdefault((r["task"], r["variant"]), []).append(r)
+        groups.setdefault((r["task"], r["variant"], protocol(r)), []).append(r)
     rows = []
-    for (task, variant), members in groups.items():
+    for (task, variant, label), members in groups.items():
         members = sorted(members, key=lambda r: (r["seed"], r["run_dir"]))
         metric = members[0]["metric"]
         sign = 1.0 if higher_is_better(task) else -1.0
@@ -174,7 +177,7 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "test_mean": test_mean, "test_std": test_std,
             "valid_mean": valid_mean, "valid_std": valid_std,
             "wall_seconds": {"mean": statistics.fmean(walls), "min": min(walls), "max": max(walls)},
-            "protocol": _protocol(members),
+            "protocol": label,
             "paper": members[0].get("paper"),
             "runs": [{"seed": r["seed"], "valid": v, "test": t, "wall_seconds": r["wall_seconds"],
                       "epochs": r.get("epochs"), "best_epoch": r.get("best_epoch"),
@@ -201,12 +204,13 @@ def markdown(rows: list[dict[str, Any]], title: str | None = None) -> str:
     lines = [f"## {title}", ""] if title else []
     lines += [
         "| task | variant | model | runs (seeds) | test of best-valid run | best test of n "
-        "(paper's protocol) | test mean ± std | valid mean ± std | paper | wall min/run "
-        "(mean, min-max) | protocol |",
-        "|" + "---|" * 11,
+        "(paper's protocol) | test mean ± std | valid mean ± std | paper | params (paper) "
+        "| wall min/run (mean, min-max) | protocol |",
+        "|" + "---|" * 12,
     ]
     for g in rows:
         paper = (g["paper"] or {}).get("value")
+        paper_params = (g["paper"] or {}).get("params")
         w, m = g["wall_seconds"], g["metric"]
         cells = [
             g["task"], g["variant"], g["model"],
@@ -215,6 +219,7 @@ def markdown(rows: list[dict[str, Any]], title: str | None = None) -> str:
             f"{fmt_metric(m, g['best_test']['test'])} (seed {g['best_test']['seed']})",
             pm(m, g["test_mean"], g["test_std"]), pm(m, g["valid_mean"], g["valid_std"]),
             "-" if paper is None else str(paper),
+            f"{g['params']:,} ({'-' if paper_params is None else f'{paper_params:,}'})",
             f"{_minutes(w['mean'])} ({_minutes(w['min'])}-{_minutes(w['max'])})",
             g["protocol"],
         ]

@@ -18,7 +18,7 @@ def result(task: str, variant: str, seed: int, valid: float, test: float, **extr
             "wall_seconds": 60.0 * (seed + 1), "epochs": 3, "stop_reason": "patience",
             "budgeted": False, "device": "cpu", "command": f"python -m knn.train seed={seed}",
             "protocol": "full",
-            "paper": {"value": 53.2}, "config": {"task": {}}, **extra}
+            "paper": {"value": 53.2, "params": 540_000}, "config": {"task": {}}, **extra}
 
 
 def write_runs(root: Path, runs: list[dict]) -> Path:
@@ -47,7 +47,7 @@ def test_aggregate_selects_on_valid_and_reports_best_test_and_spread(tmp_path: P
     assert g["test_std"] == pytest.approx(1.707825, abs=1e-6)  # sample std (n - 1)
     assert g["wall_seconds"] == {"mean": 150.0, "min": 60.0, "max": 240.0}
     assert [r["command"] for r in g["runs"]] == [f"python -m knn.train seed={s}" for s in range(4)]
-    assert g["protocol"] == "full" and g["paper"] == {"value": 53.2}
+    assert g["protocol"] == "full" and g["paper"] == {"value": 53.2, "params": 540_000}
 
 
 def test_lower_is_better_metrics_and_groups(tmp_path: Path) -> None:
@@ -55,11 +55,17 @@ def test_lower_is_better_metrics_and_groups(tmp_path: Path) -> None:
                                                                budgeted=True, budget_minutes=30,
                                                                protocol="budgeted 30 min"),
             result("sst", "gated_binary", 0, 90.0, 89.0)]
-    rows = {g["variant"]: g for g in aggregate(runs_with_dirs(runs))}
-    ptb = rows["gated_5m"]
-    assert not ptb["higher_is_better"] and ptb["selected"]["seed"] == 1
-    assert ptb["best_test"]["test"] == 77.5 and ptb["protocol"] == "budgeted 30 min, full"
-    assert rows["gated_binary"]["test_std"] is None  # one run: no spread
+    runs.append(result("ptb", "gated_5m", 2, 78.0, 76.0, budgeted=True, budget_minutes=30,
+                       protocol="budgeted 30 min"))
+    rows = {(g["variant"], g["protocol"]): g for g in aggregate(runs_with_dirs(runs))}
+    # runs under different protocols are separate rows, never averaged
+    assert sorted(rows) == [("gated_5m", "budgeted 30 min"), ("gated_5m", "full"),
+                            ("gated_binary", "full")]
+    ptb = rows["gated_5m", "budgeted 30 min"]
+    assert not ptb["higher_is_better"] and ptb["selected"]["seed"] == 2 and ptb["seeds"] == [1, 2]
+    assert ptb["best_test"]["test"] == 76.0 and ptb["test_mean"] == pytest.approx(76.75)
+    assert rows["gated_5m", "full"]["test_mean"] == 78.0
+    assert rows["gated_binary", "full"]["test_std"] is None  # one run: no spread
 
 
 def runs_with_dirs(runs: list[dict]) -> list[dict]:
@@ -74,6 +80,7 @@ def test_markdown_and_cli_outputs(tmp_path: Path, capsys: pytest.CaptureFixture)
     row = next(line for line in md.splitlines() if line.startswith("| sst"))
     assert "| 53.00 (seed 1) | 54.00 (seed 2) | 52.25 ± 1.71 |" in row and "| 53.2 |" in row
     assert "2.5 (1.0-4.0)" in row  # wall minutes per run: mean (min-max)
+    assert "| 1,000 (540,000) |" in row  # trained parameters (the paper's)
     assert "`python -m knn.train seed=3`" in md
     data = json.loads((tmp_path / "out" / "table2.json").read_text())
     assert data["title"] == "Table 2" and data["groups"][0]["best_test"]["seed"] == 2
@@ -175,8 +182,8 @@ def test_protocol_is_the_recorded_label_or_unlabelled() -> None:
     assert protocol(labelled) == "budgeted 30 min; modified (task.eval_batch_size=10)"
     old = {k: v for k, v in labelled.items() if k != "protocol"}
     assert protocol(old) == UNLABELLED == "unlabelled"
-    [g] = aggregate(runs_with_dirs([old, result("ptb", "gated_5m", 1, 79.0, 77.0)]))
-    assert g["protocol"] == "full, unlabelled"
+    groups = aggregate(runs_with_dirs([old, result("ptb", "gated_5m", 1, 79.0, 77.0)]))
+    assert [g["protocol"] for g in groups] == ["unlabelled", "full"]
 
 
 # --------------------------------------------------------------------------

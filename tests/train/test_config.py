@@ -112,3 +112,17 @@ def test_each_task_brings_its_default_model(compose_cfg, task: str, model: str, 
     on the command line replaces it."""
     assert resolve_config(compose_cfg([f"task={task}"])).model.name == model
     assert resolve_config(compose_cfg([f"task={task}", f"model={other}"])).model.name == other
+
+
+@pytest.mark.parametrize("experiment", experiment_names())
+def test_every_train_key_is_overridable_in_every_experiment(compose_cfg, experiment: str) -> None:
+    """Each train preset carries every TrainConfig key, so e.g. ``train.checkpoint_every=``
+    (a long run's checkpoints) works for every task without a ``+``."""
+    from dataclasses import fields
+
+    from knn.train.config import TrainConfig
+
+    cfg = compose_cfg([f"experiment={experiment}"])
+    assert set(cfg.train) == {f.name for f in fields(TrainConfig)}
+    assert resolve_config(compose_cfg([f"experiment={experiment}", "train.checkpoint_every=7"])
+                          ).train.checkpoint_every == 7

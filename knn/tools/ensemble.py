@@ -53,8 +53,8 @@ def read_members(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
         if not (d / RESULT).is_file():
             raise ConfigError(f"{d}: no {RESULT} (not a finished training run)")
         run = {**json.loads((d / RESULT).read_text()), "run_dir": str(d)}
-        if not isinstance(TASKS.get(run["task"]), type) or \
-                not issubclass(TASKS[run["task"]], MoleculeRegression):
+        task_cls = TASKS.get(run["task"])
+        if task_cls is None or not issubclass(task_cls, MoleculeRegression):
             raise ConfigError(f"{d}: task {run['task']!r} is not a molecule regression task")
         runs.append(run)
     first = runs[0]

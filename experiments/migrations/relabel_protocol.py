@@ -87,7 +87,7 @@ def relabel(data: dict[str, Any],
     if "protocol" in data and "experiment" in data:
         return data["protocol"]
     experiment = experiment_of_command(data.get("command"))
-    groups = () if experiment else tuple(group_choices(shlex.split(data.get("command") or "")))
+    groups = tuple(group_choices(shlex.split(data.get("command") or "")))
     data["experiment"] = experiment
     data["protocol"] = protocol_label(data["config"], reference(experiment, groups),
                                       data.get("stop_reason"), experiment)

@@ -181,7 +181,7 @@ def load_molecule_csv(
         i_smiles, i_target = header.index(smiles_column), header.index(target_column)
         width = max(i_smiles, i_target) + 1
         for row, record in enumerate(reader):
-            if not record:  # a blank line is no row (csv semantics)
+            if not record:  # a blank line holds no molecule but keeps its row number
                 continue
             s = record[i_smiles] if len(record) >= width else ""
             t = record[i_target] if len(record) >= width else ""

@@ -13,7 +13,8 @@ rule of ``python -m knn.predict ckpt=a,b,c``):
 and is scored on the validation and test molecules of the members' split with
 the task's own metrics (RMSE, MAE). ``DIR/result.json`` has the fields of a
 training run's, so ``knn.tools.results`` and ``knn.tools.study`` read it as one
-row, plus ``ensemble``: the member folders, seeds and scores. Costs add up:
+row (its protocol label is the members' prefixed ``ensemble of M;``, so it is never
+averaged with them), plus ``ensemble``: the member folders, seeds and scores. Costs add up:
 ``params`` and ``wall_seconds`` are the members' sums, and the training
 throughput is the rate at which training molecules pass through all members
 trained one after another, 1 / Σ_m (1 / rate_m).
@@ -50,21 +51,33 @@ def read_members(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
         raise ConfigError("an ensemble needs at least two run folders")
     runs = []
     for d in map(Path, run_dirs):
-        if not (d / RESULT).is_file():
-            raise ConfigError(f"{d}: no {RESULT} (not a finished training run)")
-        run = {**json.loads((d / RESULT).read_text()), "run_dir": str(d)}
-        task_cls = TASKS.get(run["task"])
-        if task_cls is None or not issubclass(task_cls, MoleculeRegression):
-            raise ConfigError(f"{d}: task {run['task']!r} is not a molecule regression task")
+        try:
+            run = {**json.loads((d / RESULT).read_text()), "run_dir": str(d)}
+        except (OSError, ValueError):
+            raise ConfigError(f"{d}: no readable {RESULT} (not a finished training run)") from None
+        missing = [k for k in MEMBER_KEYS if k not in run]
+        task_cls = TASKS.get(run.get("task"))
+        if missing or task_cls is None or not issubclass(task_cls, MoleculeRegression):
+            raise ConfigError(f"{d}: not a molecule regression training run ("
+                              + (f"no {', '.join(missing)}" if missing else f"task {run['task']!r}")
+                              + ")")
         runs.append(run)
     first = runs[0]
     for run in runs[1:]:
-        changed = differences(run["config"], first["config"])
-        if changed:
-            listed = ", ".join(f"{k}={format_value(v)}" for k, v in changed)
+        # Both ways: a key only one of the two configs has is a difference too.
+        changed = dict(differences(run["config"], first["config"]))
+        changed.update((k, v) for k, v in differences(first["config"], run["config"])
+                       if k not in changed)
+        if changed or run.get("protocol") != first.get("protocol"):
+            listed = ", ".join(f"{k}={format_value(v)}" for k, v in changed.items()) or \
+                f"protocol {run.get('protocol')!r} vs {first.get('protocol')!r}"
             raise ConfigError(f"{run['run_dir']}: its config differs from {first['run_dir']}'s "
                               f"({listed}); an ensemble's members differ only by seed")
     return runs
+
+
+#: What a member's ``result.json`` must hold (a training run's, not a peer's or a table's).
+MEMBER_KEYS = ("task", "model", "config", "metric", "metrics", "params", "wall_seconds")
 
 
 def member_predictions(task: MoleculeRegression, predictor: Predictor, split: str,
@@ -105,7 +118,7 @@ def result(runs: list[dict[str, Any]], evaluated: dict[str, Any], command: str) 
     first = runs[0]
     rates = [((r.get("extra") or {}).get("throughput") or {}).get("molecules_per_second")
              for r in runs]
-    throughput = None if None in rates else {
+    throughput = None if not all(rates) else {
         "molecules_per_second": 1.0 / sum(1.0 / rate for rate in rates),
         "rule": "1 / sum over members of 1 / (member's training molecules/s)"}
     seeds = [r.get("seed") for r in runs]
@@ -113,10 +126,12 @@ def result(runs: list[dict[str, Any]], evaluated: dict[str, Any], command: str) 
         "task": first["task"], "model": first["model"], "variant": first.get("variant"),
         "params": sum(r["params"] for r in runs),
         "metrics": evaluated["metrics"], "metric": first["metric"],
-        "epochs": first.get("epochs"), "seed": seeds,
+        "epochs": [r.get("epochs") for r in runs], "seed": seeds,
         "wall_seconds": sum(r["wall_seconds"] for r in runs),
         "device": first.get("device"), "experiment": first.get("experiment"),
-        "protocol": first.get("protocol"), "config": first["config"],
+        # Its own label: tables never average an ensemble with its members.
+        "protocol": f"ensemble of {len(runs)}; {first.get('protocol')}",
+        "config": first["config"],
         "ensemble": {"members": [
             {"run_dir": r["run_dir"], "seed": r.get("seed"), "git_commit": r.get("git_commit"),
              "metrics": m} for r, m in zip(runs, evaluated["per_member"])],

@@ -104,11 +104,6 @@ def protocol(run: dict[str, Any]) -> str:
     return run.get("protocol") or UNLABELLED
 
 
-def _protocol(runs: list[dict[str, Any]]) -> str:
-    """The distinct protocols of ``runs``, sorted and joined."""
-    return ", ".join(sorted({protocol(r) for r in runs}))
-
-
 def fmt_metric(metric: str, value: float) -> str:
     """A metric value as tables show it: 4 decimals for RMSE and MAE, else 2."""
     return f"{value:.4f}" if metric in ("rmse", "mae") else f"{value:.2f}"

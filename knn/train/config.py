@@ -134,8 +134,8 @@ def to_dataclass(node: DictConfig) -> Any:
 
 def reference_config(experiment: str | None, groups: Sequence[str] = ()) -> dict[str, Any]:
     """The resolved config of ``experiment=<experiment>`` alone (when None: of the ``groups``
-    overrides alone, e.g. ``["task=mol_csv"]``): the protocol a run's config is compared
-    with (:mod:`knn.train.protocol`).
+    overrides alone, e.g. ``["task=mol_csv"]``; an experiment ignores them): the protocol a
+    run's config is compared with (:mod:`knn.train.protocol`).
 
     Inside ``python -m knn.train`` Hydra is already initialised on :data:`CONF_DIR` and
     composes directly; elsewhere (tests, the migration) it is initialised here.

@@ -85,8 +85,7 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     (:mod:`knn.train.protocol`), composed now, as the run starts.
     """
     try:
-        experiment = experiment_of(overrides or [])
-        reference = reference_config(experiment, () if experiment else group_choices(overrides or []))
+        reference = reference_config(experiment_of(overrides or []), group_choices(overrides or []))
         trainer = Trainer(resolve_config(cfg))
         stop_reason = trainer.fit()
         return trainer.finish(stop_reason, overrides or [], reference)

@@ -133,12 +133,13 @@ def test_protocols_are_separate_rows_and_ordering_is_judged_within_one() -> None
     # The mean predictor's closed-form fit has no schedule: it stands in under MODIFIED.
     assert modified["checks"][1]["protocols"] == [MODIFIED, "full"]
     text = "\n".join(ordering_lines(ordering(rows)))
-    assert "- full: **does not hold**: gated_wln ≤ wln NO (0.6000 (n=1) vs 0.5000 (n=1))." in text
+    assert ("- full: **does not hold**: gated_wln ≤ wln NO (0.6000 (n=1) vs 0.5000 (n=1); "
+            "one run each, no spread measured).") in text
     assert f"- {MODIFIED}: **holds on the pairs checked (missing rows)**" in text
     assert "2.5000 (n=1, full closed form)" in text
-    # No tuned WLN: the WLN row with the most runs (MODIFIED, n=2) is judged.
+    # No tuned WLN: the full protocol's WLN row is judged, though MODIFIED has more runs.
     vs = versus_chemprop(rows, CHEMPROP)
-    assert (vs["variant"], vs["protocol"], vs["n_runs"]) == ("wln", MODIFIED, 2)
+    assert (vs["variant"], vs["protocol"], vs["n_runs"]) == ("wln", "full", 1)
 
 
 def test_within_spread_and_target_row_choice() -> None:
@@ -151,13 +152,21 @@ def test_within_spread_and_target_row_choice() -> None:
         ("gated_wln ≤ wln", False, True), ("wln < elbp", True, False)]
     assert "gated_wln ≤ wln NO (1.1500 (n=1) vs 1.1000 ± 0.1000 (n=3); within spread)" in \
         "\n".join(ordering_lines(ordering(rows)))
-    # Two single runs: no std, so no spread to be within
+    # Two single runs: no spread measured, and the text says so
     single = ordering(table([result("gated_wln", 0.5, 1.0), result("wln", 0.5, 1.0)]))
-    assert single["verdicts"][0]["checks"][0]["within_spread"] is False
-    # Same number of runs: the WLN row with the lower mean test RMSE is judged.
+    assert single["verdicts"][0]["checks"][0]["within_spread"] is None
+    assert "one run each, no spread measured" in "\n".join(ordering_lines(single))
+    # The full protocol's row is judged, even with fewer runs; among others the most runs,
+    # ties on validation (never on test): here the modified row, valid 0.4 < 0.5.
+    tie = table([result("wln", 0.5, 0.95, protocol="cut at 3 epochs"),
+                 result("wln", 0.4, 0.99, protocol=MODIFIED)])
+    vs = versus_chemprop(tie, CHEMPROP)
+    assert (vs["protocol"], vs["test_rmse"], vs["rmse_holds"]) == (MODIFIED, [0.99, 0.925], False)
+    full = table([result("wln", 0.5, 1.2, protocol="full")]
+                 + [result("wln", 0.4, 0.9, seed=s, protocol=MODIFIED) for s in range(3)])
+    assert versus_chemprop(full, CHEMPROP)["protocol"] == "full"
     tie = table([result("wln", 0.5, 0.95), result("wln", 0.5, 0.90, protocol=MODIFIED)])
     vs = versus_chemprop(tie, CHEMPROP)
-    assert (vs["protocol"], vs["test_rmse"], vs["rmse_holds"]) == (MODIFIED, [0.90, 0.925], True)
     assert vs["mae_holds"] is False and vs["throughput_holds"] is False  # 0.45 ≥ 0.401; 700 < 730
     assert versus_chemprop(table([result("nfp", 0.5, 0.5)]), CHEMPROP) is None
     assert versus_chemprop(tie, None) is None  # no reference file: nothing to judge
@@ -184,3 +193,13 @@ def test_committed_reference_file_is_read() -> None:
 def test_no_runs_is_an_error(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path)]) == 1
     assert "no task=cep result.json" in capsys.readouterr().err
+
+
+def test_no_closed_form_stand_in_where_the_data_differ_and_no_smoke_rows() -> None:
+    data = "modified (task.data.path=other.csv)"
+    rows = table([result("nfp", 0.5, 1.0, protocol=data),
+                  result("mean", 2.5, 2.5, extra={"fitted_parameters": 1}),
+                  result("wln", 0.5, 0.1, protocol="smoke (limited batches)"),
+                  result("elbp", 0.5, 0.2, protocol="smoke (limited batches)")])
+    assert ordering(rows)["verdicts"] == []  # nfp < mean not judged on other data; smoke never
+    assert versus_chemprop(rows, CHEMPROP) is None  # a smoke WLN row is no target row

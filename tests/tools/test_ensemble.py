@@ -73,6 +73,8 @@ def test_scores_are_those_of_the_mean_prediction(runs, tmp_path: Path, capsys) -
     assert result["ensemble"]["members"][0]["metrics"] != result["ensemble"]["members"][1]["metrics"]
     own = [json.loads((d / "result.json").read_text()) for d in members]
     assert result["seed"] == [0, 1] and result["params"] == 2 * own[0]["params"]
+    assert result["epochs"] == [r["epochs"] for r in own]
+    assert result["protocol"] == f"ensemble of 2; {own[0]['protocol']}"  # never averaged with them
     assert result["wall_seconds"] == pytest.approx(sum(r["wall_seconds"] for r in own))
     rates = [r["extra"]["throughput"]["molecules_per_second"] for r in own]
     assert result["extra"]["throughput"]["molecules_per_second"] == \
@@ -97,4 +99,17 @@ def test_members_must_share_the_config(runs, tmp_path: Path, capsys) -> None:
     assert main([str(a), "--out", str(tmp_path / "ens")]) == 1
     assert "at least two run folders" in capsys.readouterr().err
     assert main([str(a), str(tmp_path / "nothing"), "--out", str(tmp_path / "ens")]) == 1
-    assert "no result.json" in capsys.readouterr().err
+    assert "no readable result.json" in capsys.readouterr().err
+    peer = tmp_path / "peer"  # a peer run's result.json (chemprop's), not a training run's
+    peer.mkdir()
+    (peer / "result.json").write_text(json.dumps({"test_rmse": 0.9, "params": 1}))
+    assert main([str(a), str(peer), "--out", str(tmp_path / "ens")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {peer}: not a molecule regression training run (no task, ")
+    assert err.count("\n") == 1
+    c = tmp_path / "cut"  # the same config under another protocol label
+    c.mkdir()
+    cut = {**json.loads((a / "result.json").read_text()), "protocol": "cut at 1 epochs"}
+    (c / "result.json").write_text(json.dumps(cut))
+    assert main([str(a), str(c), "--out", str(tmp_path / "ens")]) == 1
+    assert "(protocol 'cut at 1 epochs' vs" in capsys.readouterr().err

@@ -154,8 +154,9 @@ def find_mirror(mirror: Optional[str]) -> Path:
 def read_targets(
     csv_path: Path, smiles_col: str = SMILES_COL, target_col: str = TARGET_COL
 ) -> tuple[list[str], list[float]]:
-    """The CSV's SMILES and target columns, one entry per data row (row i: the i-th non-blank line
-    after the header, as chemprop and the trainer number them)."""
+    """The CSV's SMILES and target columns, one entry per data row (row i: the i-th line after
+    the header; a blank line before the last row is refused, since chemprop would not count
+    it while the trainer's split files do)."""
     if not csv_path.is_file():
         raise PeerError(f"missing {csv_path}")
     smiles: list[str] = []

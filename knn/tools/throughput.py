@@ -114,6 +114,14 @@ def trainer_for(overrides: list[str]) -> Trainer:
         return Trainer(resolve_config(cfg))
 
 
+def first_batches(trainer: Trainer, n: int) -> list[Any]:
+    """The first ``n`` training batches of epoch 0 (at most the epoch's), with the model in
+    training mode and the epoch started: what a measurement steps through."""
+    trainer.model.train()
+    trainer.task.start_epoch(0)
+    return [trainer.task.train_batch(0, i) for i in range(min(n, trainer.task.num_train_batches()))]
+
+
 def measure(overrides: list[str], steps: int, command: str, warmup: int = 5,
             profile_steps: int = 0) -> dict[str, Any]:
     """Time ``steps`` optimizer steps after ``warmup``; with ``profile_steps``, also profile that
@@ -121,10 +129,7 @@ def measure(overrides: list[str], steps: int, command: str, warmup: int = 5,
     usage.reset()  # ops: what this measurement ran, not what the process ran before
     trainer = trainer_for(overrides)
     task, model = trainer.task, trainer.model
-    model.train()
-    task.start_epoch(0)
-    n = min(task.num_train_batches(), warmup + steps)
-    batches = [task.train_batch(0, i) for i in range(n)]
+    batches = first_batches(trainer, warmup + steps)
 
     with FlopCounterMode(display=False) as counter:
         trainer.optimize(task.training_step(model, batches[0]).loss)

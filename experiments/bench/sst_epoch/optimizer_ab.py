@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from knn.tools.throughput import trainer_for
+from knn.tools.throughput import first_batches, trainer_for
 
 
 def main() -> None:
@@ -25,9 +25,7 @@ def main() -> None:
     args = parser.parse_args()
     trainer = trainer_for(["experiment=sst/gated_fine", "threads=1"])
     task, model = trainer.task, trainer.model
-    model.train()
-    task.start_epoch(0)
-    batches = [task.train_batch(0, i) for i in range(args.steps + 10)]
+    batches = first_batches(trainer, args.steps + 10)
     ms: dict[str, list[float]] = {"plain": [], "fused": []}
     for _ in range(args.rounds):
         for name in ms:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from torch.profiler import ProfilerActivity, profile
 
-from knn.tools.throughput import trainer_for
+from knn.tools.throughput import first_batches, trainer_for
 from knn.train.provenance import provenance
 
 KINDS = {
@@ -37,9 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     trainer = trainer_for(["experiment=sst/gated_fine", "threads=1"])
     task, model = trainer.task, trainer.model
-    model.train()
-    task.start_epoch(0)
-    batches = [task.train_batch(0, i) for i in range(args.steps + 20)]
+    batches = first_batches(trainer, args.steps + 20)
     for b in batches[:20]:
         trainer.optimize(task.training_step(model, b).loss)
     with profile(activities=[ProfilerActivity.CPU]) as prof:

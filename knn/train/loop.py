@@ -19,9 +19,10 @@ import os
 import shlex
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -36,6 +37,7 @@ from knn.models import count_params
 from knn.tasks import TASKS
 from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
+from knn.train.average import WeightAverage
 from knn.train.config import reference_config, resolve_config, to_dataclass
 from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
@@ -125,6 +127,9 @@ class Trainer:
         self.model = self.task.build_model(to_dataclass(cfg.model)).to(self.device)
         self.optimizer = build_optimizer(self.model, self.t)
         self.schedule = EpochSchedule(self.optimizer, self.t)
+        # θ̄, the averaged weights that validation, best.pt and the test see (knn.train.average)
+        self.average = (None if self.t.ema_decay is None
+                        else WeightAverage(self.model, self.t.ema_decay))
         self.after_step = getattr(self.task, "after_step", None)  # optional task.after_step(model)
         self.plain_cfg = OmegaConf.to_container(cfg, resolve=True)
         self.p = Progress()
@@ -149,6 +154,12 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
         self.task.load_state_dict(state["task_state"])
+        if (self.average is None) != ("average" not in state):  # one protocol per run
+            how = "without" if self.average is not None else "with"
+            raise ConfigError(f"{self.last_path} was trained {how} train.ema_decay: resume it "
+                              f"{how} it")
+        if self.average is not None:
+            self.average.load_state_dict(state["average"])
         self.p = Progress(**state["progress"])
         set_rng_state(state["rng"])
         log.info("resumed from %s at epoch %d batch %d", self.last_path, self.p.epoch, self.p.batch)
@@ -239,19 +250,22 @@ class Trainer:
         self.optimizer.step()
         if self.after_step is not None:  # a task's weight constraint (e.g. max-norm)
             self.after_step(self.model)
+        if self.average is not None:
+            self.average.update()
 
     def _end_of_epoch(self, train_loss: float | None, lr: float, full: bool) -> None:
         """Validate, keep the best model, checkpoint, log a metrics line."""
         p, task = self.p, self.task
         started = time.monotonic()
-        valid = self._evaluate("valid")
-        valid_seconds = time.monotonic() - started  # logged: how much of an epoch evaluation takes
-        improved = is_better(valid[task.metric], p.best, task.higher_is_better)
-        if improved:
-            p.best, p.best_epoch, p.bad_epochs = valid[task.metric], p.epoch, 0
-            self._save({"model": self.model.state_dict(), "epoch": p.epoch, "valid": valid},
-                       self.best_path)
-        elif full:
+        with self._evaluation_weights():
+            valid = self._evaluate("valid")
+            valid_seconds = time.monotonic() - started  # logged: evaluation's share of an epoch
+            improved = is_better(valid[task.metric], p.best, task.higher_is_better)
+            if improved:  # best.pt holds the weights just validated: θ̄ when averaging
+                p.best, p.best_epoch, p.bad_epochs = valid[task.metric], p.epoch, 0
+                self._save({"model": self.model.state_dict(), "epoch": p.epoch, "valid": valid},
+                           self.best_path)
+        if not improved and full:
             p.bad_epochs += 1
         record = {"epoch": p.epoch, "step": p.step, "lr": lr, "partial": not full,
                   "train": {} if train_loss is None else task.train_metrics(train_loss),
@@ -264,6 +278,10 @@ class Trainer:
         log.info("epoch %d%s  lr %.4g  train %s  valid %s%s", record["epoch"],
                  "" if full else " (partial)", lr, _fmt(record["train"]), _fmt(valid),
                  "  *" if improved else "")
+
+    def _evaluation_weights(self) -> ContextManager[None]:
+        """θ̄ in the model's parameters for the block when averaging, else nothing changes."""
+        return self.average.applied() if self.average is not None else nullcontext()
 
     def _evaluate(self, split: str) -> dict[str, float]:
         """The task's metrics on ``split``: rank 0 evaluates, every rank gets its numbers."""
@@ -280,9 +298,10 @@ class Trainer:
                                 f"stopped, last good checkpoint: "
                                 f"{self.last_path if self.last_path.exists() else 'none'}")
         p.elapsed = time.monotonic() - self.clock
+        average = {} if self.average is None else {"average": self.average.state_dict()}
         self._save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                     "schedule": self.schedule.state_dict(), "task_state": self.task.state_dict(),
-                    "progress": vars(p).copy(), "rng": get_rng_state()}, self.last_path)
+                    "progress": vars(p).copy(), "rng": get_rng_state(), **average}, self.last_path)
         return p.elapsed
 
     def _save(self, state: dict[str, Any], path: Path) -> None:
@@ -295,10 +314,14 @@ class Trainer:
         """Evaluate the best checkpoint on valid and test; write ``result.json``, labelled
         against ``reference`` (the resolved config of the run's experiment alone)."""
         dist.barrier()  # rank 0 has finished writing best.pt
+        selected = nullcontext()  # best.pt holds the selected weights (θ̄ when averaging)
         if self.best_path.exists():
             best = ckpt.load(self.best_path, map_location=self.device)
             self.model.load_state_dict(best["model"])
-        metrics = {split: self._evaluate(split) for split in ("valid", "test")}
+        else:
+            selected = self._evaluation_weights()
+        with selected:
+            metrics = {split: self._evaluate(split) for split in ("valid", "test")}
         cfg, t = self.cfg, self.t
         result = {
             "task": cfg.task.name,

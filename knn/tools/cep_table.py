@@ -103,11 +103,6 @@ def collect(*roots: str | Path) -> list[dict[str, Any]]:
     return [r for r in results.select(results.collect(*roots), task="cep") if "ensemble" not in r]
 
 
-def _mean_std(values: list[float]) -> tuple[float, float | None]:
-    """Mean and sample std (n - 1); no std for one value, which has no spread."""
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
 def _run(r: dict[str, Any]) -> dict[str, Any]:
     """What the table keeps of one run."""
     valid, test = r["metrics"]["valid"], r["metrics"]["test"]
@@ -129,8 +124,8 @@ def row(variant: str, protocol: str, members: list[dict[str, Any]]) -> dict[str,
     # The honest model-selection number: the test RMSE of the best validation run.
     best = min(range(len(runs)), key=lambda i: (runs[i]["valid_rmse"], runs[i]["seed"], i))
     chosen, paper = members[best], members[0].get("paper") or {}
-    test_rmse, test_rmse_std = _mean_std([r["test_rmse"] for r in runs])
-    test_mae, test_mae_std = _mean_std([r["test_mae"] for r in runs])
+    test_rmse, test_rmse_std = results.mean_std([r["test_rmse"] for r in runs])
+    test_mae, test_mae_std = results.mean_std([r["test_mae"] for r in runs])
     rates = [r["molecules_per_second"] for r in runs if r["molecules_per_second"] is not None]
     return {
         "variant": variant,
@@ -180,12 +175,10 @@ def _under(rows: list[dict[str, Any]], variant: str, protocol: str) -> dict[str,
 def _check(better: dict[str, Any], worse: dict[str, Any], strict: bool,
            protocol: str) -> dict[str, Any]:
     a, b = better["test_rmse_mean"], worse["test_rmse_mean"]
-    stds = [s for s in (better["test_rmse_std"], worse["test_rmse_std"]) if s is not None]
     return {"pair": f"{better['variant']} {'<' if strict else '≤'} {worse['variant']}",
             "protocol": protocol, "holds": a < b if strict else a <= b,
-            # Seed noise could flip it: the means are closer than one std of either row.
-            # None: one run each, no spread measured, so the verdict is one draw.
-            "within_spread": abs(a - b) <= max(stds) if stds else None,
+            "within_spread": results.within_spread(  # None: one run each, one draw
+                a, b, [better["test_rmse_std"], worse["test_rmse_std"]]),
             "means": [a, b], "stds": [better["test_rmse_std"], worse["test_rmse_std"]],
             "n_runs": [better["n_runs"], worse["n_runs"]],
             "protocols": [better["protocol"], worse["protocol"]]}

@@ -88,9 +88,17 @@ def higher_is_better(task: str) -> bool:
     return TASKS[task].higher_is_better
 
 
-def _mean_std(values: list[float]) -> tuple[float, float | None]:
+def mean_std(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample std (n - 1); no std for one value, which has no spread."""
     std = statistics.stdev(values) if len(values) > 1 else None
     return statistics.fmean(values), std
+
+
+def within_spread(a: float, b: float, stds: list[float | None]) -> bool | None:
+    """Whether seed noise could flip ``a`` against ``b``: the means are closer than the larger
+    std of either side. None when neither side has a std (one run each: one draw)."""
+    known = [s for s in stds if s is not None]
+    return abs(a - b) <= max(known) if known else None
 
 
 #: How a run without a ``protocol`` field (written before labels were derived) shows.
@@ -154,8 +162,8 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         test = [r["metrics"]["test"][metric] for r in members]
         chosen = max(range(len(members)), key=lambda i: (sign * valid[i], -i))
         best = max(range(len(members)), key=lambda i: (sign * test[i], -i))
-        test_mean, test_std = _mean_std(test)
-        valid_mean, valid_std = _mean_std(valid)
+        test_mean, test_std = mean_std(test)
+        valid_mean, valid_std = mean_std(valid)
         walls = [r["wall_seconds"] for r in members]
         rows.append({
             "task": task,

@@ -14,6 +14,13 @@ choose), wall time, training throughput (``extra.throughput``, where the task
 records it: molecules/s for the graph tasks), epochs, seed and commit. Rows
 follow the base's validation metric, best first.
 
+A factor run with several seeds (folders such as ``dropout_0.1``, ``dropout_0.1_seed1``; the
+base's own seeds are factor ``base``) is then summarised over them, in a second table: the
+mean ± sample std of each metric, the change of the mean validation metric against the
+base's mean, and whether that change is within the seed spread (no larger than the larger
+std of the two rows; "one run each" when neither has a spread). A single run's best epoch
+is the minimum of a noisy validation curve, so factors are compared on these means.
+
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
 table's provenance: command, commit, machine); it always prints the Markdown.
 """
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,14 +37,17 @@ from typing import Any
 from knn.errors import ConfigError
 from knn.io import write_json, write_text
 from knn.tools import results
-from knn.train.protocol import differences, format_value
+from knn.train.protocol import differences, flatten, format_value
 from knn.train.provenance import provenance
 
 
 def factor(run: dict[str, Any], base: dict[str, Any]) -> str:
     """What ``run``'s config changes from ``base``'s, as overrides; ``base`` when nothing; an
     ensemble (:mod:`knn.tools.ensemble`) is named as such, with its seeds."""
-    changed = ", ".join(f"{k}={format_value(v)}" for k, v in differences(run["config"], base["config"]))
+    base_keys = flatten(base["config"])
+    # A key the base's (older) code did not have yet, left null (off), changes nothing.
+    changed = ", ".join(f"{k}={format_value(v)}" for k, v in differences(run["config"], base["config"])
+                        if k in base_keys or v is not None)
     if "ensemble" in run:
         members = run["ensemble"]["members"]
         label = f"ensemble of {len(members)} (seeds {','.join(str(m['seed']) for m in members)})"
@@ -59,6 +70,7 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
         throughput = ((r.get("extra") or {}).get("throughput") or {}).get("molecules_per_second")
         out.append({
             "run": Path(r["run_dir"]).name,
+            "task": r["task"],
             "factor": factor(r, base),
             "metric": metric,
             "valid": r["metrics"]["valid"],
@@ -72,6 +84,34 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
             "command": r.get("command"),
         })
     return sorted(out, key=lambda row: -sign * row["valid"][metric])
+
+
+def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``table``'s single runs grouped by factor: n, seeds, mean ± std of every metric, and the
+    mean validation metric's change against the base's (``spread``: :func:`results.within_spread`).
+    Best mean validation metric first; ensembles are left out (they are no seed)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in table:
+        if not row["factor"].startswith("ensemble of"):
+            groups.setdefault(row["factor"], []).append(row)
+    if not table or "base" not in groups:
+        return []
+    metric = table[0]["metric"]
+    sign = 1.0 if results.higher_is_better(table[0]["task"]) else -1.0
+    summary = []
+    for factor, runs in groups.items():
+        stats = {split: {m: results.mean_std([r[split][m] for r in runs])
+                         for m in runs[0][split]} for split in ("valid", "test")}
+        rates = [r["molecules_per_second"] for r in runs if r["molecules_per_second"] is not None]
+        summary.append({"factor": factor, "runs": sorted(r["run"] for r in runs),
+                        "seeds": sorted(r["seed"] for r in runs), "n": len(runs), "metric": metric,
+                        **stats, "molecules_per_second": statistics.fmean(rates) if rates else None})
+    base_mean, base_std = next(g for g in summary if g["factor"] == "base")["valid"][metric]
+    for g in summary:
+        mean, std = g["valid"][metric]
+        g["valid_change"] = mean - base_mean
+        g["spread"] = results.within_spread(mean, base_mean, [std, base_std])
+    return sorted(summary, key=lambda g: -sign * g["valid"][metric][0])
 
 
 def _seeds(seed: int | list[int] | None) -> str:
@@ -93,8 +133,31 @@ def markdown(table: list[dict[str, Any]]) -> str:
                   "-" if row["molecules_per_second"] is None else f"{row['molecules_per_second']:.0f}",
                   str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12]]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _factor_lines(by_factor(table))
     lines += ["", "Commands:", ""] + [f"- {row['run']}: `{row['command']}`" for row in table]
     return "\n".join(lines) + "\n"
+
+
+def _factor_lines(summary: list[dict[str, Any]]) -> list[str]:
+    """The by-factor table, when some factor has more than one seed."""
+    if not any(g["n"] > 1 for g in summary):
+        return []
+    metric = summary[0]["metric"]
+    names = list(summary[0]["test"])
+    head = (["factor", "n", "seeds", f"valid {metric}", f"Δ valid {metric} vs base", "spread"]
+            + [f"test {m}" for m in names] + ["molecules/s"])
+    lines = ["", f"Over seeds (mean ± sample std), best mean validation {metric} first:", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    spread = {True: "within", False: "beyond", None: "one run each"}
+    for g in summary:
+        cells = [f"`{g['factor']}`", str(g["n"]), _seeds(g["seeds"]),
+                 results.pm(metric, *g["valid"][metric]),
+                 "-" if g["factor"] == "base" else f"{g['valid_change']:+.4f}",
+                 "-" if g["factor"] == "base" else spread[g["spread"]]]
+        cells += [results.pm(m, *g["test"][m]) for m in names]
+        cells.append("-" if g["molecules_per_second"] is None else f"{g['molecules_per_second']:.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.out:
         command = shlex.join(["python", "-m", "knn.tools.study", *(sys.argv[1:] if argv is None else argv)])
-        payload = {**provenance(command), "base": args.base, "runs": table}  # before any write
+        payload = {**provenance(command), "base": args.base, "runs": table,  # before any write
+                   "by_factor": by_factor(table)}
         write_text(Path(f"{args.out}.md"), text)
         write_json(payload, Path(f"{args.out}.json"))
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from knn.tools.study import main, markdown, rows
+from knn.tools.study import by_factor, main, markdown, rows
 
 
 def run(readout: str, resample: bool, seed: int, valid: float, test: float) -> dict:
@@ -50,3 +50,46 @@ def test_needs_exactly_one_base(tmp_path: Path, capsys) -> None:
     saved = json.loads((tmp_path / "table.json").read_text())
     assert saved["runs"][0]["run"] == "resample_off"
     assert saved["command"].startswith("python -m knn.tools.study ") and "git_commit" in saved
+
+
+def test_seeds_of_a_factor_are_summarised_and_judged_against_the_base_spread(tmp_path) -> None:
+    """Two seeds each of the base and of model.readout=sum, one of task.resample=false:
+    means and sample stds by factor, the change of the mean validation RMSE, and the
+    spread flag (|Δ| against the larger std of the two rows)."""
+    runs = {"base": run("last", True, 0, 1.00, 1.10), "base_seed1": run("last", True, 1, 1.04, 1.12),
+            "readout_sum": run("sum", True, 0, 0.90, 1.00),
+            "readout_sum_seed1": run("sum", True, 1, 0.94, 1.02),
+            "resample_off": run("last", False, 0, 1.01, 0.96)}
+    for name, r in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(r))
+    summary = by_factor(rows(tmp_path))
+    assert [g["factor"] for g in summary] == ["model.readout=sum", "task.resample=false", "base"]
+    readout = summary[0]
+    assert readout["n"] == 2 and readout["seeds"] == [0, 1] and readout["runs"] == [
+        "readout_sum", "readout_sum_seed1"]
+    mean, std = readout["valid"]["rmse"]
+    assert mean == pytest.approx(0.92) and std == pytest.approx(0.02 * 2 ** 0.5)
+    assert readout["test"]["mae"][0] == pytest.approx(0.505)
+    assert readout["valid_change"] == pytest.approx(0.92 - 1.02)
+    assert readout["spread"] is False  # 0.10 apart, stds 0.028: beyond the seed spread
+    assert summary[1]["spread"] is True  # 0.01 from the base mean, base std 0.028
+    text = markdown(rows(tmp_path))
+    assert "| `model.readout=sum` | 2 | 0,1 | 0.9200 ± 0.0283 | -0.1000 | beyond |" in text
+
+
+def test_a_key_newer_than_the_base_left_null_is_no_factor(tmp_path: Path) -> None:
+    study(tmp_path)
+    newer = run("last", True, 2, 1.0, 1.1)
+    newer["config"]["train"] = {"ema_decay": None}  # an option the base's commit lacked, off
+    averaged = run("last", True, 2, 1.0, 1.1)
+    averaged["config"]["train"] = {"ema_decay": 0.999}
+    for name, r in {"newer": newer, "averaged": averaged}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(r))
+    factors = {r["run"]: r["factor"] for r in rows(tmp_path)}
+    assert factors["newer"] == "base" and factors["averaged"] == "train.ema_decay=0.999"
+
+
+def test_no_summary_without_replicated_seeds(tmp_path: Path) -> None:
+    assert "Over seeds" not in markdown(rows(study(tmp_path)))

@@ -18,7 +18,7 @@ A factor run with several seeds (folders such as ``dropout_0.1``, ``dropout_0.1_
 base's own seeds are factor ``base``) is then summarised over them, in a second table: the
 mean ± sample std of each metric, the change of the mean validation metric against the
 base's mean, and whether that change is within the seed spread (no larger than the larger
-std of the two rows; "one run each" when neither has a spread). A single run's best epoch
+std of the two rows; not measured while either row has one seed). A single run's best epoch
 is the minimum of a noisy validation curve, so factors are compared on these means.
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
@@ -88,7 +88,8 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
 
 def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``table``'s single runs grouped by factor: n, seeds, mean ± std of every metric, and the
-    mean validation metric's change against the base's (``spread``: :func:`results.within_spread`).
+    mean validation metric's change against the base's (``spread``: :func:`results.within_spread`,
+    None while either has one seed).
     Best mean validation metric first; ensembles are left out (they are no seed)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in table:
@@ -110,7 +111,9 @@ def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for g in summary:
         mean, std = g["valid"][metric]
         g["valid_change"] = mean - base_mean
-        g["spread"] = results.within_spread(mean, base_mean, [std, base_std])
+        # A single run's draw is no spread: judged only when both rows have several seeds.
+        g["spread"] = (results.within_spread(mean, base_mean, [std, base_std])
+                       if std is not None and base_std is not None else None)
     return sorted(summary, key=lambda g: -sign * g["valid"][metric][0])
 
 
@@ -148,7 +151,7 @@ def _factor_lines(summary: list[dict[str, Any]]) -> list[str]:
             + [f"test {m}" for m in names] + ["molecules/s"])
     lines = ["", f"Over seeds (mean ± sample std), best mean validation {metric} first:", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    spread = {True: "within", False: "beyond", None: "one run each"}
+    spread = {True: "within", False: "beyond", None: "not measured (one seed)"}
     for g in summary:
         cells = [f"`{g['factor']}`", str(g["n"]), _seeds(g["seeds"]),
                  results.pm(metric, *g["valid"][metric]),

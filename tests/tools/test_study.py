@@ -59,12 +59,17 @@ def test_seeds_of_a_factor_are_summarised_and_judged_against_the_base_spread(tmp
     runs = {"base": run("last", True, 0, 1.00, 1.10), "base_seed1": run("last", True, 1, 1.04, 1.12),
             "readout_sum": run("sum", True, 0, 0.90, 1.00),
             "readout_sum_seed1": run("sum", True, 1, 0.94, 1.02),
-            "resample_off": run("last", False, 0, 1.01, 0.96)}
+            "resample_off": run("last", False, 0, 1.01, 0.96),
+            "depth_6": run("last", True, 0, 1.03, 1.0), "depth_6_seed1": run("last", True, 1, 1.03, 1.0)}
+    for name in ("depth_6", "depth_6_seed1"):
+        runs[name]["config"]["model"]["depth"] = 6
     for name, r in runs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "result.json").write_text(json.dumps(r))
     summary = by_factor(rows(tmp_path))
-    assert [g["factor"] for g in summary] == ["model.readout=sum", "task.resample=false", "base"]
+    assert [g["factor"] for g in summary] == ["model.readout=sum", "task.resample=false", "base",
+                                              "model.depth=6"]
+    assert summary[3]["spread"] is True  # 0.01 from the base mean, base std 0.028
     readout = summary[0]
     assert readout["n"] == 2 and readout["seeds"] == [0, 1] and readout["runs"] == [
         "readout_sum", "readout_sum_seed1"]
@@ -73,7 +78,8 @@ def test_seeds_of_a_factor_are_summarised_and_judged_against_the_base_spread(tmp
     assert readout["test"]["mae"][0] == pytest.approx(0.505)
     assert readout["valid_change"] == pytest.approx(0.92 - 1.02)
     assert readout["spread"] is False  # 0.10 apart, stds 0.028: beyond the seed spread
-    assert summary[1]["spread"] is True  # 0.01 from the base mean, base std 0.028
+    assert summary[1]["spread"] is None  # one seed: its draw is no spread
+    assert summary[1]["valid_change"] == pytest.approx(1.01 - 1.02)
     text = markdown(rows(tmp_path))
     assert "| `model.readout=sum` | 2 | 0,1 | 0.9200 ± 0.0283 | -0.1000 | beyond |" in text
 

@@ -100,11 +100,11 @@ def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     metric = table[0]["metric"]
     sign = 1.0 if results.higher_is_better(table[0]["task"]) else -1.0
     summary = []
-    for factor, runs in groups.items():
+    for name, runs in groups.items():
         stats = {split: {m: results.mean_std([r[split][m] for r in runs])
                          for m in runs[0][split]} for split in ("valid", "test")}
         rates = [r["molecules_per_second"] for r in runs if r["molecules_per_second"] is not None]
-        summary.append({"factor": factor, "runs": sorted(r["run"] for r in runs),
+        summary.append({"factor": name, "runs": sorted(r["run"] for r in runs),
                         "seeds": sorted(r["seed"] for r in runs), "n": len(runs), "metric": metric,
                         **stats, "molecules_per_second": statistics.fmean(rates) if rates else None})
     base_mean, base_std = next(g for g in summary if g["factor"] == "base")["valid"][metric]

@@ -72,6 +72,7 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
             "run": Path(r["run_dir"]).name,
             "task": r["task"],
             "factor": factor(r, base),
+            "ensemble": "ensemble" in r,
             "metric": metric,
             "valid": r["metrics"]["valid"],
             "test": r["metrics"]["test"],
@@ -93,7 +94,7 @@ def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
     Best mean validation metric first; ensembles are left out (they are no seed)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in table:
-        if not row["factor"].startswith("ensemble of"):
+        if not row["ensemble"]:
             groups.setdefault(row["factor"], []).append(row)
     if not table or "base" not in groups:
         return []

@@ -26,12 +26,17 @@ import torch
 from torch import nn
 
 
+def check_decay(decay: float) -> None:
+    """ValueError (one line) unless 0 <= ``decay`` < 1: at 1 θ̄ would never move."""
+    if not 0.0 <= decay < 1.0:
+        raise ValueError(f"ema_decay must be in [0, 1), got {decay}")
+
+
 class WeightAverage:
     """θ̄ for the trainable parameters of ``model``; :meth:`update` after each step."""
 
     def __init__(self, model: nn.Module, decay: float) -> None:
-        if not 0.0 <= decay < 1.0:
-            raise ValueError(f"ema_decay must be in [0, 1), got {decay}")
+        check_decay(decay)
         self.decay = decay
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.names = [n for n, _ in named]

@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from knn.errors import ConfigError
 from knn.paths import CONF_DIR  # the tests import it from here too
 from knn.tasks import TASKS
+from knn.train.average import check_decay
 from knn.train.optim import OPTIMIZERS, SCHEDULES
 
 
@@ -46,19 +47,19 @@ class TrainConfig:
     patience: Optional[int] = None  # stop after this many epochs without improvement
     resume: bool = False  # continue from <run_dir>/last.pt
     checkpoint_every: Optional[int] = None  # also write last.pt every N steps inside an epoch
-    # torch's deterministic kernels, for GPU runs; CPU runs of one seed and thread count are
-    # bit-identical without it (knn.featurize.graph). An op without one warns (knn.train.rng).
     # Validate, select and test an exponential moving average of the weights with this
     # decay (knn.train.average); None: the weights as trained.
     ema_decay: Optional[float] = None
+    # torch's deterministic kernels, for GPU runs; CPU runs of one seed and thread count are
+    # bit-identical without it (knn.featurize.graph). An op without one warns (knn.train.rng).
     deterministic: bool = False
     progress: Optional[bool] = None  # tqdm bars; None: only when stderr is a terminal
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.ema_decay is not None and not 0.0 <= self.ema_decay < 1.0:
-            raise ValueError(f"ema_decay must be in [0, 1) or null, got {self.ema_decay}")
+        if self.ema_decay is not None:
+            check_decay(self.ema_decay)
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
 

@@ -20,6 +20,10 @@ mean ± sample std of each metric, the change of the mean validation metric agai
 base's mean, and whether that change is within the seed spread (no larger than the larger
 std of the two rows; not measured while either row has one seed). A single run's best epoch
 is the minimum of a noisy validation curve, so factors are compared on these means.
+:func:`select` then names the study's choice, on validation only: the best mean among
+factors with at least three seeds that beat the base's mean by more than the seed spread,
+else the base (printed, and ``selected`` in the JSON; a test holds the tuned experiment
+config to it).
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
 table's provenance: command, commit, machine); it always prints the Markdown.
@@ -41,13 +45,17 @@ from knn.train.protocol import differences, flatten, format_value
 from knn.train.provenance import provenance
 
 
-def factor(run: dict[str, Any], base: dict[str, Any]) -> str:
-    """What ``run``'s config changes from ``base``'s, as overrides; ``base`` when nothing; an
-    ensemble (:mod:`knn.tools.ensemble`) is named as such, with its seeds."""
+def changes(run: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """What ``run``'s config changes from ``base``'s, as ``{dotted key: value}``."""
     base_keys = flatten(base["config"])
     # A key the base's (older) code did not have yet, left null (off), changes nothing.
-    changed = ", ".join(f"{k}={format_value(v)}" for k, v in differences(run["config"], base["config"])
-                        if k in base_keys or v is not None)
+    return {k: v for k, v in differences(run["config"], base["config"]) if k in base_keys or v is not None}
+
+
+def factor(run: dict[str, Any], base: dict[str, Any]) -> str:
+    """:func:`changes` as overrides; ``base`` when nothing; an ensemble
+    (:mod:`knn.tools.ensemble`) is named as such, with its seeds."""
+    changed = ", ".join(f"{k}={format_value(v)}" for k, v in changes(run, base).items())
     if "ensemble" in run:
         members = run["ensemble"]["members"]
         label = f"ensemble of {len(members)} (seeds {','.join(str(m['seed']) for m in members)})"
@@ -72,6 +80,7 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
             "run": Path(r["run_dir"]).name,
             "task": r["task"],
             "factor": factor(r, base),
+            "changes": changes(r, base),
             "ensemble": "ensemble" in r,
             "metric": metric,
             "valid": r["metrics"]["valid"],
@@ -105,7 +114,7 @@ def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
         stats = {split: {m: results.mean_std([r[split][m] for r in runs])
                          for m in runs[0][split]} for split in ("valid", "test")}
         rates = [r["molecules_per_second"] for r in runs if r["molecules_per_second"] is not None]
-        summary.append({"factor": name, "runs": sorted(r["run"] for r in runs),
+        summary.append({"factor": name, "changes": runs[0]["changes"], "runs": sorted(r["run"] for r in runs),
                         "seeds": sorted(r["seed"] for r in runs), "n": len(runs), "metric": metric,
                         **stats, "molecules_per_second": statistics.fmean(rates) if rates else None})
     base_mean, base_std = next(g for g in summary if g["factor"] == "base")["valid"][metric]
@@ -116,6 +125,29 @@ def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
         g["spread"] = (results.within_spread(mean, base_mean, [std, base_std])
                        if std is not None and base_std is not None else None)
     return sorted(summary, key=lambda g: -sign * g["valid"][metric][0])
+
+
+#: Seeds a factor (and the base) needs before :func:`select` may choose it.
+MIN_SEEDS = 3
+
+
+def select(summary: list[dict[str, Any]], min_seeds: int = MIN_SEEDS) -> dict[str, Any] | None:
+    """The study's choice on validation only: among factors with at least ``min_seeds`` seeds whose
+    mean validation metric beats the base's by more than the seed spread, the best mean; the
+    base when none does. None until the base itself has ``min_seeds`` seeds. Returns the chosen
+    :func:`by_factor` group with ``eligible`` (the factors judged) and ``pending`` (those with
+    fewer seeds, not judged yet)."""
+    base = next((g for g in summary if g["factor"] == "base"), None)
+    if base is None or base["n"] < min_seeds:
+        return None
+    others = [g for g in summary if g["factor"] != "base"]
+    eligible = [g for g in others if g["n"] >= min_seeds]
+    # summary is sorted best mean first, so "beats the base" is "comes before it"
+    ahead = summary[:summary.index(base)]
+    winners = [g for g in ahead if g in eligible and g["spread"] is False]
+    chosen = winners[0] if winners else base
+    return {**chosen, "eligible": [g["factor"] for g in eligible],
+            "pending": [g["factor"] for g in others if g["n"] < min_seeds]}
 
 
 def _seeds(seed: int | list[int] | None) -> str:
@@ -137,7 +169,8 @@ def markdown(table: list[dict[str, Any]]) -> str:
                   "-" if row["molecules_per_second"] is None else f"{row['molecules_per_second']:.0f}",
                   str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12]]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += _factor_lines(by_factor(table))
+    summary = by_factor(table)
+    lines += _factor_lines(summary) + _selection_lines(summary)
     lines += ["", "Commands:", ""] + [f"- {row['run']}: `{row['command']}`" for row in table]
     return "\n".join(lines) + "\n"
 
@@ -164,6 +197,23 @@ def _factor_lines(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _selection_lines(summary: list[dict[str, Any]]) -> list[str]:
+    """What :func:`select` chooses, or why it cannot choose yet."""
+    if not summary:
+        return []
+    rule = (f"Selection (validation only: best mean over >= {MIN_SEEDS} seeds, beyond the seed "
+            f"spread of the base)")
+    chosen = select(summary)
+    if chosen is None:
+        n = next(g["n"] for g in summary if g["factor"] == "base")
+        return ["", f"{rule}: not yet, the base has {n} of {MIN_SEEDS} seeds."]
+    lines = ["", f"{rule}: `{chosen['factor']}`, judged among {len(chosen['eligible'])} "
+                 f"factor(s) with {MIN_SEEDS} seeds or more."]
+    if chosen["pending"]:
+        lines.append(f"Not judged yet (fewer seeds): {', '.join(f'`{f}`' for f in chosen['pending'])}.")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m knn.tools.study", description=__doc__.split("\n")[0])
     parser.add_argument("study_dir")
@@ -179,8 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.out:
         command = shlex.join(["python", "-m", "knn.tools.study", *(sys.argv[1:] if argv is None else argv)])
+        summary = by_factor(table)
         payload = {**provenance(command), "base": args.base, "runs": table,  # before any write
-                   "by_factor": by_factor(table)}
+                   "by_factor": summary, "selected": select(summary)}
         write_text(Path(f"{args.out}.md"), text)
         write_json(payload, Path(f"{args.out}.json"))
     return 0

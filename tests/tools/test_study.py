@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from knn.tools.study import by_factor, main, markdown, rows
+from omegaconf import OmegaConf
+
+from knn.tools.study import by_factor, changes, main, markdown, rows, select
+from knn.train.config import resolve_config
 
 
 def run(readout: str, resample: bool, seed: int, valid: float, test: float) -> dict:
@@ -99,3 +102,62 @@ def test_a_key_newer_than_the_base_left_null_is_no_factor(tmp_path: Path) -> Non
 
 def test_no_summary_without_replicated_seeds(tmp_path: Path) -> None:
     assert "Over seeds" not in markdown(rows(study(tmp_path)))
+
+
+def _seeded_study(tmp_path: Path, valids: dict[str, list[float]]) -> list[dict]:
+    """Runs named ``<factor>`` / ``<factor>_seed<k>`` with the given validation RMSEs; factor
+    ``base`` is the paper's readout, any other name sets ``model.readout`` to that name."""
+    for name, values in valids.items():
+        for seed, valid in enumerate(values):
+            r = run("last" if name == "base" else name, True, seed, valid, 1.0)
+            folder = tmp_path / (name if seed == 0 else f"{name}_seed{seed}")
+            folder.mkdir()
+            (folder / "result.json").write_text(json.dumps(r))
+    return by_factor(rows(tmp_path))
+
+
+def test_select_waits_for_the_base_seeds(tmp_path: Path) -> None:
+    summary = _seeded_study(tmp_path, {"base": [1.00, 1.02], "sum": [0.80, 0.81, 0.82]})
+    assert select(summary) is None
+    assert "not yet, the base has 2 of 3 seeds" in markdown(rows(tmp_path))
+
+
+def test_select_takes_the_best_mean_beyond_the_spread_with_enough_seeds(tmp_path: Path) -> None:
+    summary = _seeded_study(tmp_path, {
+        "base": [1.00, 1.02, 1.04],     # mean 1.02, std 0.02
+        "sum": [0.90, 0.92, 0.94],      # 0.10 better: beyond the spread
+        "noisy": [0.60, 0.85, 1.10],    # better mean than sum, but its std (0.25) covers its gap
+        "few": [0.50, 0.52],            # best of all, with two seeds: not judged yet
+    })
+    chosen = select(summary)
+    assert chosen["factor"] == "model.readout=sum" and chosen["changes"] == {"model.readout": "sum"}
+    assert sorted(chosen["eligible"]) == ["model.readout=noisy", "model.readout=sum"]
+    assert chosen["pending"] == ["model.readout=few"]
+    text = markdown(rows(tmp_path))
+    assert "seed spread of the base): `model.readout=sum`, judged among 2 factor(s)" in text
+    assert "Not judged yet (fewer seeds): `model.readout=few`." in text
+
+
+def test_select_keeps_the_base_when_no_factor_beats_it(tmp_path: Path) -> None:
+    summary = _seeded_study(tmp_path, {"base": [1.00, 1.02, 1.04], "sum": [1.01, 1.03, 1.05],
+                                       "worse": [1.20, 1.21, 1.22]})
+    chosen = select(summary)
+    assert chosen["factor"] == "base" and chosen["changes"] == {} and chosen["pending"] == []
+
+
+REPO = Path(__file__).resolve().parents[2]
+CEP_STUDY = REPO / "experiments" / "studies" / "cep" / "factors"
+
+
+def test_the_tuned_cep_experiment_is_the_studys_choice(compose_cfg) -> None:
+    """``conf/experiment/cep/wln_tuned.yaml`` exists only once the CEP factor study has chosen,
+    and it changes exactly what the choice changes from the study's base run."""
+    chosen = json.loads((CEP_STUDY / "table.json").read_text())["selected"]
+    tuned = REPO / "conf" / "experiment" / "cep" / "wln_tuned.yaml"
+    if chosen is None:
+        assert not tuned.exists(), "cep/wln_tuned written before the study chose (table.json)"
+        return
+    base = json.loads((CEP_STUDY / "resample_off" / "result.json").read_text())
+    cfg = compose_cfg(["experiment=cep/wln_tuned", "task.samples_per_epoch=24000"])
+    config = resolve_config(cfg)
+    assert changes({"config": OmegaConf.to_container(config)}, base) == chosen["changes"]

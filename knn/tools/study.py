@@ -22,8 +22,8 @@ std of the two rows; not measured while either row has one seed). A single run's
 is the minimum of a noisy validation curve, so factors are compared on these means.
 :func:`select` then names the study's choice, on validation only: the best mean among
 factors with at least three seeds that beat the base's mean by more than the seed spread,
-else the base (printed, and ``selected`` in the JSON; a test holds the tuned experiment
-config to it).
+else the base, once no factor with fewer seeds still looks better (printed, and
+``selected`` in the JSON; a test holds the tuned experiment config to it).
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
 table's provenance: command, commit, machine); it always prints the Markdown.
@@ -132,22 +132,36 @@ MIN_SEEDS = 3
 
 
 def select(summary: list[dict[str, Any]], min_seeds: int = MIN_SEEDS) -> dict[str, Any] | None:
-    """The study's choice on validation only: among factors with at least ``min_seeds`` seeds whose
-    mean validation metric beats the base's by more than the seed spread, the best mean; the
-    base when none does. None until the base itself has ``min_seeds`` seeds. Returns the chosen
-    :func:`by_factor` group with ``eligible`` (the factors judged) and ``pending`` (those with
-    fewer seeds, not judged yet)."""
+    """The study's choice on validation only, from :func:`by_factor`'s ``summary``.
+
+    A factor with ``min_seeds`` seeds or more is *judged*; one with fewer is *pending* (it
+    needs more seeds) when its mean beats the base's by more than the seed spread, else
+    *screened out* (one draw no better than the base's seeds is not worth replicating).
+    ``chosen`` is the judged factor with the best mean that beats the base beyond the spread,
+    else the base; it stays None while the base has fewer than ``min_seeds`` seeds or any
+    factor is pending. Returns None without a base; else ``{"chosen": group or None,
+    "judged", "pending", "screened_out": [factor names]}``.
+    """
     base = next((g for g in summary if g["factor"] == "base"), None)
-    if base is None or base["n"] < min_seeds:
+    if base is None:
         return None
-    others = [g for g in summary if g["factor"] != "base"]
-    eligible = [g for g in others if g["n"] >= min_seeds]
-    # summary is sorted best mean first, so "beats the base" is "comes before it"
-    ahead = summary[:summary.index(base)]
-    winners = [g for g in ahead if g in eligible and g["spread"] is False]
-    chosen = winners[0] if winners else base
-    return {**chosen, "eligible": [g["factor"] for g in eligible],
-            "pending": [g["factor"] for g in others if g["n"] < min_seeds]}
+    metric = base["metric"]
+    base_mean, base_std = base["valid"][metric]
+    ahead = summary[:summary.index(base)]  # summary is sorted best mean first
+
+    def beats_base(g: dict[str, Any]) -> bool:
+        mean, std = g["valid"][metric]
+        return g in ahead and results.within_spread(mean, base_mean, [std, base_std]) is False
+
+    others = [g for g in summary if g is not base]
+    judged = [g for g in others if g["n"] >= min_seeds]
+    pending = [g for g in others if g["n"] < min_seeds and beats_base(g)]
+    screened = [g for g in others if g["n"] < min_seeds and not beats_base(g)]
+    chosen = None
+    if base["n"] >= min_seeds and not pending:
+        chosen = next((g for g in judged if beats_base(g)), base)
+    return {"chosen": chosen, **{key: [g["factor"] for g in groups] for key, groups in
+                                 (("judged", judged), ("pending", pending), ("screened_out", screened))}}
 
 
 def _seeds(seed: int | list[int] | None) -> str:
@@ -198,19 +212,23 @@ def _factor_lines(summary: list[dict[str, Any]]) -> list[str]:
 
 
 def _selection_lines(summary: list[dict[str, Any]]) -> list[str]:
-    """What :func:`select` chooses, or why it cannot choose yet."""
-    if not summary:
+    """What :func:`select` chooses, or what it waits for."""
+    choice = select(summary)
+    if choice is None:
         return []
-    rule = (f"Selection (validation only: best mean over >= {MIN_SEEDS} seeds, beyond the seed "
-            f"spread of the base)")
-    chosen = select(summary)
-    if chosen is None:
-        n = next(g["n"] for g in summary if g["factor"] == "base")
-        return ["", f"{rule}: not yet, the base has {n} of {MIN_SEEDS} seeds."]
-    lines = ["", f"{rule}: `{chosen['factor']}`, judged among {len(chosen['eligible'])} "
-                 f"factor(s) with {MIN_SEEDS} seeds or more."]
-    if chosen["pending"]:
-        lines.append(f"Not judged yet (fewer seeds): {', '.join(f'`{f}`' for f in chosen['pending'])}.")
+    base = next(g for g in summary if g["factor"] == "base")
+    lines = ["", f"Selection on validation only (the best mean over >= {MIN_SEEDS} seeds that beats "
+                 f"the base's beyond the seed spread; else the base):"]
+    if choice["chosen"] is not None:
+        lines.append(f"- chosen: `{choice['chosen']['factor']}`")
+    elif base["n"] < MIN_SEEDS:
+        lines.append(f"- not yet: the base has {base['n']} of {MIN_SEEDS} seeds")
+    else:
+        lines.append("- not yet: pending factors need more seeds")
+    for key, meaning in (("judged", f"{MIN_SEEDS}+ seeds"), ("pending", "beat the base on fewer seeds"),
+                         ("screened_out", "fewer seeds, not beyond the base's spread")):
+        lines.append(f"- {key.replace('_', ' ')} ({meaning}): "
+                     + (", ".join(f"`{f}`" for f in choice[key]) or "none"))
     return lines
 
 

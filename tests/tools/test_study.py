@@ -118,8 +118,8 @@ def _seeded_study(tmp_path: Path, valids: dict[str, list[float]]) -> list[dict]:
 
 def test_select_waits_for_the_base_seeds(tmp_path: Path) -> None:
     summary = _seeded_study(tmp_path, {"base": [1.00, 1.02], "sum": [0.80, 0.81, 0.82]})
-    assert select(summary) is None
-    assert "not yet, the base has 2 of 3 seeds" in markdown(rows(tmp_path))
+    assert select(summary)["chosen"] is None
+    assert "- not yet: the base has 2 of 3 seeds" in markdown(rows(tmp_path))
 
 
 def test_select_takes_the_best_mean_beyond_the_spread_with_enough_seeds(tmp_path: Path) -> None:
@@ -127,22 +127,32 @@ def test_select_takes_the_best_mean_beyond_the_spread_with_enough_seeds(tmp_path
         "base": [1.00, 1.02, 1.04],     # mean 1.02, std 0.02
         "sum": [0.90, 0.92, 0.94],      # 0.10 better: beyond the spread
         "noisy": [0.60, 0.85, 1.10],    # better mean than sum, but its std (0.25) covers its gap
-        "few": [0.50, 0.52],            # best of all, with two seeds: not judged yet
+        "close": [1.01],                # one draw within the base's spread: not worth more seeds
     })
-    chosen = select(summary)
-    assert chosen["factor"] == "model.readout=sum" and chosen["changes"] == {"model.readout": "sum"}
-    assert sorted(chosen["eligible"]) == ["model.readout=noisy", "model.readout=sum"]
-    assert chosen["pending"] == ["model.readout=few"]
+    choice = select(summary)
+    assert choice["chosen"]["factor"] == "model.readout=sum"
+    assert choice["chosen"]["changes"] == {"model.readout": "sum"}
+    assert choice["judged"] == ["model.readout=noisy", "model.readout=sum"]  # best mean first
+    assert choice["pending"] == [] and choice["screened_out"] == ["model.readout=close"]
     text = markdown(rows(tmp_path))
-    assert "seed spread of the base): `model.readout=sum`, judged among 2 factor(s)" in text
-    assert "Not judged yet (fewer seeds): `model.readout=few`." in text
+    assert "- chosen: `model.readout=sum`" in text
+    assert "- screened out (fewer seeds, not beyond the base's spread): `model.readout=close`" in text
+
+
+def test_select_waits_for_a_promising_factor_with_fewer_seeds(tmp_path: Path) -> None:
+    summary = _seeded_study(tmp_path, {"base": [1.00, 1.02, 1.04], "sum": [0.90, 0.92, 0.94],
+                                       "few": [0.50, 0.52]})
+    choice = select(summary)
+    assert choice["chosen"] is None and choice["pending"] == ["model.readout=few"]
+    assert "- not yet: pending factors need more seeds" in markdown(rows(tmp_path))
 
 
 def test_select_keeps_the_base_when_no_factor_beats_it(tmp_path: Path) -> None:
     summary = _seeded_study(tmp_path, {"base": [1.00, 1.02, 1.04], "sum": [1.01, 1.03, 1.05],
                                        "worse": [1.20, 1.21, 1.22]})
-    chosen = select(summary)
-    assert chosen["factor"] == "base" and chosen["changes"] == {} and chosen["pending"] == []
+    choice = select(summary)
+    assert choice["chosen"]["factor"] == "base" and choice["chosen"]["changes"] == {}
+    assert choice["judged"] == ["model.readout=sum", "model.readout=worse"]
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -152,7 +162,7 @@ CEP_STUDY = REPO / "experiments" / "studies" / "cep" / "factors"
 def test_the_tuned_cep_experiment_is_the_studys_choice(compose_cfg) -> None:
     """``conf/experiment/cep/wln_tuned.yaml`` exists only once the CEP factor study has chosen,
     and it changes exactly what the choice changes from the study's base run."""
-    chosen = json.loads((CEP_STUDY / "table.json").read_text())["selected"]
+    chosen = json.loads((CEP_STUDY / "table.json").read_text())["selected"]["chosen"]
     tuned = REPO / "conf" / "experiment" / "cep" / "wln_tuned.yaml"
     if chosen is None:
         assert not tuned.exists(), "cep/wln_tuned written before the study chose (table.json)"

@@ -22,8 +22,9 @@ std of the two rows; not measured while either row has one seed). A single run's
 is the minimum of a noisy validation curve, so factors are compared on these means.
 :func:`select` then names the study's choice, on validation only: the best mean among
 factors with at least three seeds that beat the base's mean by more than the seed spread,
-else the base, once no factor with fewer seeds still looks better (printed, and
-``selected`` in the JSON; a test holds the tuned experiment config to it).
+else the base. It is final once the study is declared complete (``--complete``: every
+planned run is in) and no factor with fewer seeds still looks better (printed, and
+``selected`` in the JSON; a test holds the tuned experiment config to a final choice).
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
 table's provenance: command, commit, machine); it always prints the Markdown.
@@ -131,16 +132,18 @@ def by_factor(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
 MIN_SEEDS = 3
 
 
-def select(summary: list[dict[str, Any]], min_seeds: int = MIN_SEEDS) -> dict[str, Any] | None:
+def select(summary: list[dict[str, Any]], complete: bool = False,
+           min_seeds: int = MIN_SEEDS) -> dict[str, Any] | None:
     """The study's choice on validation only, from :func:`by_factor`'s ``summary``.
 
     A factor with ``min_seeds`` seeds or more is *judged*; one with fewer is *pending* (it
     needs more seeds) when its mean beats the base's by more than the seed spread, else
     *screened out* (one draw no better than the base's seeds is not worth replicating).
-    ``chosen`` is the judged factor with the best mean that beats the base beyond the spread,
-    else the base; it stays None while the base has fewer than ``min_seeds`` seeds or any
-    factor is pending. Returns None without a base; else ``{"chosen": group or None,
-    "judged", "pending", "screened_out": [factor names]}``.
+    ``leading`` is the judged factor with the best mean that beats the base beyond the spread,
+    else the base (None while the base has fewer than ``min_seeds`` seeds). The choice is
+    ``final`` only when the study is ``complete`` (every planned run is in: the author says
+    so) and nothing is pending. Returns None without a base; else ``{"leading": group or None,
+    "final": bool, "judged", "pending", "screened_out": [factor names]}``.
     """
     base = next((g for g in summary if g["factor"] == "base"), None)
     if base is None:
@@ -157,18 +160,17 @@ def select(summary: list[dict[str, Any]], min_seeds: int = MIN_SEEDS) -> dict[st
     judged = [g for g in others if g["n"] >= min_seeds]
     pending = [g for g in others if g["n"] < min_seeds and beats_base(g)]
     screened = [g for g in others if g["n"] < min_seeds and not beats_base(g)]
-    chosen = None
-    if base["n"] >= min_seeds and not pending:
-        chosen = next((g for g in judged if beats_base(g)), base)
-    return {"chosen": chosen, **{key: [g["factor"] for g in groups] for key, groups in
-                                 (("judged", judged), ("pending", pending), ("screened_out", screened))}}
+    leading = next((g for g in judged if beats_base(g)), base) if base["n"] >= min_seeds else None
+    return {"leading": leading, "final": complete and leading is not None and not pending,
+            **{key: [g["factor"] for g in groups] for key, groups in
+               (("judged", judged), ("pending", pending), ("screened_out", screened))}}
 
 
 def _seeds(seed: int | list[int] | None) -> str:
     return ",".join(map(str, seed)) if isinstance(seed, list) else str(seed)
 
 
-def markdown(table: list[dict[str, Any]]) -> str:
+def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
     """The study table and the command of each run."""
     names = sorted({k for row in table for k in row["valid"]})
     metric = table[0]["metric"] if table else ""
@@ -184,7 +186,7 @@ def markdown(table: list[dict[str, Any]]) -> str:
                   str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12]]
         lines.append("| " + " | ".join(cells) + " |")
     summary = by_factor(table)
-    lines += _factor_lines(summary) + _selection_lines(summary)
+    lines += _factor_lines(summary) + _selection_lines(summary, complete)
     lines += ["", "Commands:", ""] + [f"- {row['run']}: `{row['command']}`" for row in table]
     return "\n".join(lines) + "\n"
 
@@ -211,20 +213,24 @@ def _factor_lines(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _selection_lines(summary: list[dict[str, Any]]) -> list[str]:
+def _selection_lines(summary: list[dict[str, Any]], complete: bool) -> list[str]:
     """What :func:`select` chooses, or what it waits for."""
-    choice = select(summary)
+    choice = select(summary, complete)
     if choice is None:
         return []
     base = next(g for g in summary if g["factor"] == "base")
     lines = ["", f"Selection on validation only (the best mean over >= {MIN_SEEDS} seeds that beats "
                  f"the base's beyond the seed spread; else the base):"]
-    if choice["chosen"] is not None:
-        lines.append(f"- chosen: `{choice['chosen']['factor']}`")
-    elif base["n"] < MIN_SEEDS:
-        lines.append(f"- not yet: the base has {base['n']} of {MIN_SEEDS} seeds")
+    if choice["leading"] is None:
+        lines.append(f"- no leader yet: the base has {base['n']} of {MIN_SEEDS} seeds")
     else:
-        lines.append("- not yet: pending factors need more seeds")
+        lines.append(f"- leading: `{choice['leading']['factor']}`")
+    if choice["final"]:
+        lines.append("- final: the study is complete and nothing is pending")
+    else:
+        why = [why for why, on in (("planned runs are still to come (no --complete)", not complete),
+                                   ("pending factors need more seeds", choice["pending"])) if on]
+        lines.append("- not final: " + "; ".join(why or ["the base needs more seeds"]))
     for key, meaning in (("judged", f"{MIN_SEEDS}+ seeds"), ("pending", "beat the base on fewer seeds"),
                          ("screened_out", "fewer seeds, not beyond the base's spread")):
         lines.append(f"- {key.replace('_', ' ')} ({meaning}): "
@@ -237,19 +243,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("study_dir")
     parser.add_argument("--base", default="base", help="folder name of the reference run (default: base)")
     parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
+    parser.add_argument("--complete", action="store_true",
+                        help="every planned run is in: the selection may be final")
     args = parser.parse_args(argv)
     try:
         table = rows(args.study_dir, args.base)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    text = markdown(table)
+    text = markdown(table, args.complete)
     print(text, end="")
     if args.out:
         command = shlex.join(["python", "-m", "knn.tools.study", *(sys.argv[1:] if argv is None else argv)])
         summary = by_factor(table)
         payload = {**provenance(command), "base": args.base, "runs": table,  # before any write
-                   "by_factor": summary, "selected": select(summary)}
+                   "by_factor": summary, "selected": select(summary, args.complete)}
         write_text(Path(f"{args.out}.md"), text)
         write_json(payload, Path(f"{args.out}.json"))
     return 0

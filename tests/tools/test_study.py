@@ -118,8 +118,9 @@ def _seeded_study(tmp_path: Path, valids: dict[str, list[float]]) -> list[dict]:
 
 def test_select_waits_for_the_base_seeds(tmp_path: Path) -> None:
     summary = _seeded_study(tmp_path, {"base": [1.00, 1.02], "sum": [0.80, 0.81, 0.82]})
-    assert select(summary)["chosen"] is None
-    assert "- not yet: the base has 2 of 3 seeds" in markdown(rows(tmp_path))
+    choice = select(summary, complete=True)
+    assert choice["leading"] is None and choice["final"] is False
+    assert "- no leader yet: the base has 2 of 3 seeds" in markdown(rows(tmp_path))
 
 
 def test_select_takes_the_best_mean_beyond_the_spread_with_enough_seeds(tmp_path: Path) -> None:
@@ -129,30 +130,34 @@ def test_select_takes_the_best_mean_beyond_the_spread_with_enough_seeds(tmp_path
         "noisy": [0.60, 0.85, 1.10],    # better mean than sum, but its std (0.25) covers its gap
         "close": [1.01],                # one draw within the base's spread: not worth more seeds
     })
-    choice = select(summary)
-    assert choice["chosen"]["factor"] == "model.readout=sum"
-    assert choice["chosen"]["changes"] == {"model.readout": "sum"}
+    choice = select(summary, complete=True)
+    assert choice["leading"]["factor"] == "model.readout=sum" and choice["final"] is True
+    assert choice["leading"]["changes"] == {"model.readout": "sum"}
     assert choice["judged"] == ["model.readout=noisy", "model.readout=sum"]  # best mean first
     assert choice["pending"] == [] and choice["screened_out"] == ["model.readout=close"]
-    text = markdown(rows(tmp_path))
-    assert "- chosen: `model.readout=sum`" in text
+    text = markdown(rows(tmp_path), complete=True)
+    assert "- leading: `model.readout=sum`\n- final: the study is complete" in text
     assert "- screened out (fewer seeds, not beyond the base's spread): `model.readout=close`" in text
 
 
-def test_select_waits_for_a_promising_factor_with_fewer_seeds(tmp_path: Path) -> None:
+def test_a_choice_is_final_only_in_a_complete_study_with_nothing_pending(tmp_path: Path) -> None:
     summary = _seeded_study(tmp_path, {"base": [1.00, 1.02, 1.04], "sum": [0.90, 0.92, 0.94],
                                        "few": [0.50, 0.52]})
-    choice = select(summary)
-    assert choice["chosen"] is None and choice["pending"] == ["model.readout=few"]
-    assert "- not yet: pending factors need more seeds" in markdown(rows(tmp_path))
+    assert select(summary, complete=False)["final"] is False
+    choice = select(summary, complete=True)
+    assert choice["final"] is False and choice["pending"] == ["model.readout=few"]
+    assert choice["leading"]["factor"] == "model.readout=sum"  # among the judged, meanwhile
+    text = markdown(rows(tmp_path))
+    assert ("- not final: planned runs are still to come (no --complete); pending factors need "
+            "more seeds") in text
 
 
 def test_select_keeps_the_base_when_no_factor_beats_it(tmp_path: Path) -> None:
     summary = _seeded_study(tmp_path, {"base": [1.00, 1.02, 1.04], "sum": [1.01, 1.03, 1.05],
                                        "worse": [1.20, 1.21, 1.22]})
-    choice = select(summary)
-    assert choice["chosen"]["factor"] == "base" and choice["chosen"]["changes"] == {}
-    assert choice["judged"] == ["model.readout=sum", "model.readout=worse"]
+    choice = select(summary, complete=True)
+    assert choice["leading"]["factor"] == "base" and choice["leading"]["changes"] == {}
+    assert choice["judged"] == ["model.readout=sum", "model.readout=worse"] and choice["final"]
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,14 +165,14 @@ CEP_STUDY = REPO / "experiments" / "studies" / "cep" / "factors"
 
 
 def test_the_tuned_cep_experiment_is_the_studys_choice(compose_cfg) -> None:
-    """``conf/experiment/cep/wln_tuned.yaml`` exists only once the CEP factor study has chosen,
-    and it changes exactly what the choice changes from the study's base run."""
-    chosen = json.loads((CEP_STUDY / "table.json").read_text())["selected"]["chosen"]
+    """``conf/experiment/cep/wln_tuned.yaml`` exists only once the CEP factor study's choice is
+    final, and it changes exactly what the choice changes from the study's base run."""
+    choice = json.loads((CEP_STUDY / "table.json").read_text())["selected"]
     tuned = REPO / "conf" / "experiment" / "cep" / "wln_tuned.yaml"
-    if chosen is None:
-        assert not tuned.exists(), "cep/wln_tuned written before the study chose (table.json)"
+    if not choice["final"]:
+        assert not tuned.exists(), "cep/wln_tuned written before the study's choice is final"
         return
     base = json.loads((CEP_STUDY / "resample_off" / "result.json").read_text())
     cfg = compose_cfg(["experiment=cep/wln_tuned", "task.samples_per_epoch=24000"])
     config = resolve_config(cfg)
-    assert changes({"config": OmegaConf.to_container(config)}, base) == chosen["changes"]
+    assert changes({"config": OmegaConf.to_container(config)}, base) == choice["leading"]["changes"]

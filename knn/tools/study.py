@@ -228,9 +228,9 @@ def _selection_lines(summary: list[dict[str, Any]], complete: bool) -> list[str]
     if choice["final"]:
         lines.append("- final: the study is complete and nothing is pending")
     else:
-        why = [why for why, on in (("planned runs are still to come (no --complete)", not complete),
-                                   ("pending factors need more seeds", choice["pending"])) if on]
-        lines.append("- not final: " + "; ".join(why or ["the base needs more seeds"]))
+        reasons = [text for text, on in (("planned runs are still to come (no --complete)", not complete),
+                                         ("pending factors need more seeds", choice["pending"])) if on]
+        lines.append("- not final: " + "; ".join(reasons or ["the base needs more seeds"]))
     for key, meaning in (("judged", f"{MIN_SEEDS}+ seeds"), ("pending", "beat the base on fewer seeds"),
                          ("screened_out", "fewer seeds, not beyond the base's spread")):
         lines.append(f"- {key.replace('_', ' ')} ({meaning}): "

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from omegaconf import OmegaConf
 
 from knn.tools.study import by_factor, changes, main, markdown, rows, select
@@ -24,13 +23,18 @@ def run(readout: str, resample: bool, seed: int, valid: float, test: float) -> d
             "extra": {"throughput": {"molecules_per_second": 700.0}}}
 
 
+def write_runs(study_dir: Path, runs: dict[str, dict]) -> Path:
+    """Each run as ``study_dir/<name>/result.json``."""
+    for name, r in runs.items():
+        (study_dir / name).mkdir()
+        (study_dir / name / "result.json").write_text(json.dumps(r))
+    return study_dir
+
+
 def study(tmp_path: Path) -> Path:
-    for name, r in {"base": run("last", True, 0, 1.03, 1.12),
-                    "readout_sum": run("sum", True, 0, 0.99, 1.10),
-                    "resample_off": run("last", False, 1, 0.95, 0.96)}.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "result.json").write_text(json.dumps(r))
-    return tmp_path
+    return write_runs(tmp_path, {"base": run("last", True, 0, 1.03, 1.12),
+                                 "readout_sum": run("sum", True, 0, 0.99, 1.10),
+                                 "resample_off": run("last", False, 1, 0.95, 0.96)})
 
 
 def test_factors_are_config_changes_from_the_base_best_valid_first(tmp_path: Path) -> None:
@@ -66,10 +70,7 @@ def test_seeds_of_a_factor_are_summarised_and_judged_against_the_base_spread(tmp
             "depth_6": run("last", True, 0, 1.03, 1.0), "depth_6_seed1": run("last", True, 1, 1.03, 1.0)}
     for name in ("depth_6", "depth_6_seed1"):
         runs[name]["config"]["model"]["depth"] = 6
-    for name, r in runs.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "result.json").write_text(json.dumps(r))
-    summary = by_factor(rows(tmp_path))
+    summary = by_factor(rows(write_runs(tmp_path, runs)))
     assert [g["factor"] for g in summary] == ["model.readout=sum", "task.resample=false", "base",
                                               "model.depth=6"]
     assert summary[3]["spread"] is True  # 0.01 from the base mean, base std 0.028
@@ -93,9 +94,7 @@ def test_a_key_newer_than_the_base_left_null_is_no_factor(tmp_path: Path) -> Non
     newer["config"]["train"] = {"ema_decay": None}  # an option the base's commit lacked, off
     averaged = run("last", True, 2, 1.0, 1.1)
     averaged["config"]["train"] = {"ema_decay": 0.999}
-    for name, r in {"newer": newer, "averaged": averaged}.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "result.json").write_text(json.dumps(r))
+    write_runs(tmp_path, {"newer": newer, "averaged": averaged})
     factors = {r["run"]: r["factor"] for r in rows(tmp_path)}
     assert factors["newer"] == "base" and factors["averaged"] == "train.ema_decay=0.999"
 
@@ -107,12 +106,9 @@ def test_no_summary_without_replicated_seeds(tmp_path: Path) -> None:
 def _seeded_study(tmp_path: Path, valids: dict[str, list[float]]) -> list[dict]:
     """Runs named ``<factor>`` / ``<factor>_seed<k>`` with the given validation RMSEs; factor
     ``base`` is the paper's readout, any other name sets ``model.readout`` to that name."""
-    for name, values in valids.items():
-        for seed, valid in enumerate(values):
-            r = run("last" if name == "base" else name, True, seed, valid, 1.0)
-            folder = tmp_path / (name if seed == 0 else f"{name}_seed{seed}")
-            folder.mkdir()
-            (folder / "result.json").write_text(json.dumps(r))
+    write_runs(tmp_path, {name if seed == 0 else f"{name}_seed{seed}":
+                          run("last" if name == "base" else name, True, seed, valid, 1.0)
+                          for name, values in valids.items() for seed, valid in enumerate(values)})
     return by_factor(rows(tmp_path))
 
 

@@ -196,7 +196,7 @@ COPIED = {
     "results/ptb/full/gated_5m/result.json": "full",
     "results/ptb/equal_budget_30min/fig2_cnn/result.json":
         "budgeted 30 min; modified (task.eval_batch_size=10)",
-    "results/cep/schedule_24k/wln/result.json": "modified (task.samples_per_epoch=24000)",
+    "results/cep/schedule_24k/wln/seed0/result.json": "modified (task.samples_per_epoch=24000)",
     "studies/cep/resample_off/wln/result.json":
         "modified (task.samples_per_epoch=24000, task.resample=false)",
     "studies/sst/spacy_stand_in_3ep/gated_fine/seed0/result.json": "cut at 3 epochs",

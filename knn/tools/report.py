@@ -197,7 +197,7 @@ def _paper_cell(paper: dict[str, Any]) -> str:
 
 
 def table_markdown(section: Section, rows: list[dict[str, Any]], out: Path) -> list[str]:
-    """The section's heading and table."""
+    """The section's heading and table; Table 3 ends with chemprop's peer row."""
     lines = [f"## {section.title}", "",
              "| paper row | experiment | paper | ours: best of n | ours: mean ± std | n | params "
              "| paper params | protocol | runs |", "|" + "---|" * 10]
@@ -219,7 +219,22 @@ def table_markdown(section: Section, rows: list[dict[str, Any]], out: Path) -> l
         cells = [name, f"`{e.name}`", _paper_cell(e.paper), *ours, _size(e.paper.get("params")),
                  row["label"], runs]
         lines.append("| " + " | ".join(map(_cell, cells)) + " |")
+    peers = chemprop_cells(out) if section.task == "cep" else []
+    lines += ["| " + " | ".join(map(_cell, peer)) + " |" for peer in peers]
     return lines + [""]
+
+
+def chemprop_cells(out: Path) -> list[list[str]]:
+    """Table 3's peer row: chemprop's default D-MPNN on the same split, read from its result
+    file (:func:`knn.tools.cep_table.chemprop_reference`); none without that file."""
+    ref = cep_table.chemprop_reference()
+    if ref is None:
+        return []
+    protocol = (f"peer ({ref['origin']}): its defaults, {ref.get('epochs', '?')} epochs, "
+                f"the same split; {CEP_SUBSET}")
+    folder = str((REPO_ROOT / ref["file"]).parent)
+    return [[f"{ref['name']} (not in the paper)", "-", "-", f"{ref['test_rmse']:.4f}", "-", "1",
+             f"{ref['params']:,}", "-", protocol, _link([folder], out)]]
 
 
 def cep_notes(runs: list[dict[str, Any]]) -> list[str]:

@@ -152,6 +152,17 @@ def test_failed_and_other_runs(built: tuple[Path, str]) -> None:
     assert "| ptb | my_variant |" in other
 
 
+def test_table3_ends_with_chemprops_row_from_its_result_file(built: tuple[Path, str]) -> None:
+    _, md = built
+    ref = json.loads((report.REPO_ROOT / "experiments/peers/chemprop/result.json").read_text())
+    table = md.split("## Table 3", 1)[1].split("\n\n", 2)[1].splitlines()
+    row = cells(table[-1])
+    assert row[0].startswith("chemprop 2.3.1 default D-MPNN")
+    assert float(row[3]) == pytest.approx(ref["test_rmse"], abs=5e-5)
+    assert row[6] == f"{ref['params']:,}" and row[5] == "1"
+    assert "the same split" in row[8] and row[9].endswith("/experiments/peers/chemprop)")
+
+
 def test_links_resolve_and_output_is_deterministic(built: tuple[Path, str]) -> None:
     out, md = built
     assert (out / "README.md").read_text() == md  # the second build wrote the same text

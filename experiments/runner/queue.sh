@@ -1,0 +1,14 @@
+#!/bin/bash
+# queue.sh <queue file>: run its lines one after another, first line first, each removed
+# as it starts (so lines can be added or reordered while it runs). Two queues side by side
+# are two one-thread trainings on a 2-core machine. Stop: kill the pid in <queue file>.pid
+# first (no next line starts), then the running training (it resumes from last.pt).
+set -u
+q=$1
+echo $$ > "$q.pid"
+while line=$(head -n1 "$q" 2>/dev/null) && [ -n "$line" ]; do
+  sed -i 1d "$q"
+  echo "$(date -u '+%F %T') $line" >> "$q.log"
+  bash -c "$line" >> "$q.log" 2>&1
+done
+rm -f "$q.pid"

@@ -1,0 +1,28 @@
+#!/bin/bash
+# run_one.sh <worktree> <run dir> <hydra overrides...>
+# One long training as the results READMEs describe it: from a git worktree of a clean
+# commit, one torch thread, checkpoints every 1,000 steps, and the run's start, pauses and
+# end (UTC, with the commit) appended to <run dir>/PAUSED_AT.txt. Rerunning the same line
+# on a run dir that holds last.pt resumes it (train.resume=true), which is exact on CPU.
+# KNN_PYTHON: the interpreter with knn's dependencies (default: the main checkout's .venv);
+# `python -m` run from the worktree imports the worktree's knn, not the installed one.
+set -u
+wt=$(cd "$1" && pwd); mkdir -p "$2"; dir=$(cd "$2" && pwd); shift 2
+py=${KNN_PYTHON:-$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python}
+if [ -n "$(git -C "$wt" status --porcelain --untracked-files=no)" ]; then
+  echo "run_one.sh: $wt has uncommitted changes; runs come from a clean commit" >&2; exit 2
+fi
+resume=(); [ -f "$dir/last.pt" ] && resume=(train.resume=true)
+echo "started $(date -u '+%F %H:%M') UTC at $(git -C "$wt" rev-parse --short HEAD)" >> "$dir/PAUSED_AT.txt"
+(cd "$wt" && OMP_NUM_THREADS=1 exec "$py" -m knn.train "$@" device=cpu threads=1 \
+  train.progress=false train.checkpoint_every=1000 "${resume[@]}" hydra.run.dir="$dir") \
+  >> "$dir/stdout.log" 2>&1 &
+echo $! > "$dir/.current"  # the trainer's pid: kill it to pause the run
+wait $!; rc=$?
+if [ $rc = 0 ] && [ -f "$dir/result.json" ]; then
+  echo "finished $(date -u '+%F %H:%M') UTC" >> "$dir/PAUSED_AT.txt"
+else
+  echo "stopped $(date -u '+%F %H:%M') UTC (exit $rc)" >> "$dir/PAUSED_AT.txt"
+fi
+rm -f "$dir/.current"
+exit $rc

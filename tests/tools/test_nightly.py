@@ -31,7 +31,8 @@ def smoke_check(name: str, band: list[float] | None = None, **extra) -> dict:
     return {"name": name, "metric": "test.ppl", "band": band, "seeds": [0, 1, 2],
             "expected": None if band is None else sum(band) / 2,
             "args": ["experiment=ptb/gated_5m", "debug=smoke", "device=cpu", "threads=1",
-                     "task.limit_train_batches=null", "train.max_epochs=4", "train.lr=0.5", f"task.data.dir={FIXTURE}"], **extra}
+                     "task.limit_train_batches=null", "train.max_epochs=4", "train.lr=0.5",
+                     f"task.data.dir={FIXTURE}"], **extra}
 
 
 def test_nightly_records_bands_passes_and_fails(tmp_path: Path, ptb_fixture) -> None:

@@ -1,6 +1,6 @@
 """A one-factor-at-a-time study as a table: each run against a base run.
 
-    python -m knn.tools.study STUDY_DIR [--base NAME] [--out PREFIX]
+    python -m knn.tools.study STUDY_DIR [--base NAME] [--include RUN_DIR ...] [--out PREFIX]
 
 Every ``result.json`` below ``STUDY_DIR`` is one run; the run in the folder
 ``NAME`` (default ``base``) is the reference. A run's factor is what its
@@ -25,6 +25,10 @@ factors with at least three seeds that beat the base's mean by more than the see
 else the base. It is final once the study is declared complete (``--complete``: every
 planned run is in) and no factor with fewer seeds still looks better (printed, and
 ``selected`` in the JSON; a test holds the tuned experiment config to a final choice).
+
+``--include RUN_DIR`` (repeatable) adds runs from outside the study folder, e.g. a results
+tree's rows that differ from the base by one factor (Table 3's WLN seeds are the base with
+re-sampling on); they are named ``<parent>/<folder>`` (``wln/seed1``).
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
 table's provenance: command, commit, machine); it always prints the Markdown.
@@ -64,9 +68,13 @@ def factor(run: dict[str, Any], base: dict[str, Any]) -> str:
     return changed or "base"
 
 
-def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]:
-    """One dict per run below ``study_dir``, best validation metric first."""
+def rows(study_dir: str | Path, base_name: str = "base",
+         include: tuple[str | Path, ...] = ()) -> list[dict[str, Any]]:
+    """One dict per run below ``study_dir`` and in the ``include`` folders, best validation
+    metric first."""
     runs = results.collect(study_dir)
+    included = [{**r, "run": f"{Path(r['run_dir']).parent.name}/{Path(r['run_dir']).name}"}
+                for r in results.collect(*include)]
     bases = [r for r in runs if Path(r["run_dir"]).name == base_name]
     if len(bases) != 1:
         raise ConfigError(f"{study_dir}: expected one run in a folder named {base_name!r}, "
@@ -75,10 +83,10 @@ def rows(study_dir: str | Path, base_name: str = "base") -> list[dict[str, Any]]
     metric = base["metric"]
     sign = 1.0 if results.higher_is_better(base["task"]) else -1.0
     out = []
-    for r in runs:
+    for r in runs + included:
         throughput = ((r.get("extra") or {}).get("throughput") or {}).get("molecules_per_second")
         out.append({
-            "run": Path(r["run_dir"]).name,
+            "run": r.get("run", Path(r["run_dir"]).name),
             "task": r["task"],
             "factor": factor(r, base),
             "changes": changes(r, base),
@@ -242,12 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m knn.tools.study", description=__doc__.split("\n")[0])
     parser.add_argument("study_dir")
     parser.add_argument("--base", default="base", help="folder name of the reference run (default: base)")
+    parser.add_argument("--include", action="append", default=[], metavar="RUN_DIR",
+                        help="a run (or tree of runs) from outside STUDY_DIR; repeatable")
     parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
     parser.add_argument("--complete", action="store_true",
                         help="every planned run is in: the selection may be final")
     args = parser.parse_args(argv)
     try:
-        table = rows(args.study_dir, args.base)
+        table = rows(args.study_dir, args.base, tuple(args.include))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -172,3 +172,21 @@ def test_the_tuned_cep_experiment_is_the_studys_choice(compose_cfg) -> None:
     cfg = compose_cfg(["experiment=cep/wln_tuned", "task.samples_per_epoch=24000"])
     config = resolve_config(cfg)
     assert changes({"config": OmegaConf.to_container(config)}, base) == choice["leading"]["changes"]
+
+
+def test_included_runs_join_the_study_under_their_parent_and_folder(tmp_path: Path) -> None:
+    """``--include``: runs outside the study folder (a results tree's seeds) are rows too,
+    grouped by their factor like the study's own."""
+    (tmp_path / "study").mkdir()
+    study(tmp_path / "study")
+    tree = tmp_path / "results" / "wln"
+    tree.mkdir(parents=True)
+    write_runs(tree, {"seed1": run("last", True, 1, 1.05, 1.15), "seed2": run("last", True, 2, 1.07, 1.16)})
+    table = rows(tmp_path / "study", "resample_off", include=(tree / "seed1", tree / "seed2"))
+    factors = {r["run"]: r["factor"] for r in table}
+    assert factors["wln/seed1"] == factors["wln/seed2"] == factors["base"] == "task.resample=true"
+    assert main([str(tmp_path / "study"), "--base", "resample_off", "--include", str(tree),
+                 "--out", str(tmp_path / "table")]) == 0
+    saved = json.loads((tmp_path / "table.json").read_text())
+    assert {"wln/seed1", "wln/seed2"} <= {r["run"] for r in saved["runs"]}
+    assert "--include" in saved["command"]

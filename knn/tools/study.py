@@ -240,7 +240,7 @@ def _selection_lines(summary: list[dict[str, Any]], complete: bool) -> list[str]
                                          ("pending factors need more seeds", choice["pending"])) if on]
         lines.append("- not final: " + "; ".join(reasons or ["the base needs more seeds"]))
     for key, meaning in (("judged", f"{MIN_SEEDS}+ seeds"), ("pending", "beat the base on fewer seeds"),
-                         ("screened_out", "fewer seeds, not beyond the base's spread")):
+                         ("screened_out", "fewer seeds, not better than the base beyond its spread")):
         lines.append(f"- {key.replace('_', ' ')} ({meaning}): "
                      + (", ".join(f"`{f}`" for f in choice[key]) or "none"))
     return lines

@@ -133,7 +133,7 @@ def test_select_takes_the_best_mean_beyond_the_spread_with_enough_seeds(tmp_path
     assert choice["pending"] == [] and choice["screened_out"] == ["model.readout=close"]
     text = markdown(rows(tmp_path), complete=True)
     assert "- leading: `model.readout=sum`\n- final: the study is complete" in text
-    assert "- screened out (fewer seeds, not beyond the base's spread): `model.readout=close`" in text
+    assert "- screened out (fewer seeds, not better than the base beyond its spread): `model.readout=close`" in text
 
 
 def test_a_choice_is_final_only_in_a_complete_study_with_nothing_pending(tmp_path: Path) -> None:

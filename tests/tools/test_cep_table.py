@@ -14,7 +14,7 @@ from knn.tools.cep_table import (chemprop_reference, main, ordering, ordering_li
 
 MODIFIED = "modified (task.samples_per_epoch=24000)"
 CHEMPROP = {"name": "chemprop test", "test_rmse": 0.925, "test_mae": 0.401, "params": 318_000,
-            "molecules_per_second": 730}
+            "molecules_per_second": 730, "machine": {"cpu_model": "CPU A"}}
 
 
 def result(variant: str, valid: float, test: float, seed: int = 0, protocol: str = "full",
@@ -27,7 +27,7 @@ def result(variant: str, valid: float, test: float, seed: int = 0, protocol: str
         "metrics": {"valid": {"rmse": valid, "mae": valid / 2}, "test": {"rmse": test, "mae": test / 2}},
         "epochs": 1 if fitted else 51, "steps": 0 if fitted else 255_000, "best_epoch": 0,
         "stop_reason": "max_epochs", "budgeted": False, "budget_minutes": None,
-        "wall_seconds": 120.0, "device": "cpu", "git_commit": "abc",
+        "wall_seconds": 120.0, "device": "cpu", "machine": {"cpu_model": "CPU A"}, "git_commit": "abc",
         "command": f"python -m knn.train experiment=cep/{variant} seed={seed}",
         "paper": {"table": "Table 3", "row": variant.upper(), "value": 0.1},
         "config": {"task": {"limit_train_batches": None, "limit_eval_batches": None}},
@@ -171,6 +171,25 @@ def test_within_spread_and_target_row_choice() -> None:
     assert versus_chemprop(table([result("nfp", 0.5, 0.5)]), CHEMPROP) is None
     assert versus_chemprop(tie, None) is None  # no reference file: nothing to judge
     assert ordering(table([result("nfp", 0.5, 0.5)]))["verdicts"] == []
+
+
+def test_throughput_is_compared_on_one_cpu_only(tmp_path: Path) -> None:
+    """Rates from two machines are no comparison: the target stays open on throughput, and
+    says why, unless every run and the peer run recorded the same CPU."""
+    rows = table([result("wln_tuned", 0.4, 0.90, seed=s, rate=900.0, paper=None) for s in (0, 1)]
+                 + [result("wln_tuned", 0.4, 0.90, seed=2, rate=900.0, paper=None,
+                           machine={"cpu_model": "CPU B"})])
+    good = {**CHEMPROP, "test_mae": 0.5}  # RMSE and MAE both beaten
+    vs = versus_chemprop(rows, good)
+    assert vs["throughput_holds"] is None and vs["holds"] is False
+    assert vs["cpu_models"] == [["CPU A", "CPU B"], "CPU A"]
+    assert versus_chemprop(rows, {**good, "machine": None})["throughput_holds"] is None
+    same = table([result("wln_tuned", 0.4, 0.90, seed=s, rate=900.0, paper=None) for s in (0, 1)])
+    assert versus_chemprop(same, good)["holds"] is True
+    (tmp_path / "result.json").write_text(json.dumps(good))
+    assert ("**open**: test RMSE 0.9000 ± 0.0000 vs 0.925 (yes), MAE 0.4500 ± 0.0000 vs 0.5 (yes), "
+            "900 vs 730 molecules/s (not compared: measured on CPU A, CPU B against CPU A; rerun "
+            "make peer-chemprop beside the runs).") in cep_table.markdown(rows, tmp_path)
 
 
 def test_chemprop_reference_prefers_the_peer_run(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ one row, ``ensemble of 3 (seeds 0,1,2)``. Per run: the factor, every validation 
 the run recorded, the change of the task's metric on validation against the
 base (the study selects on validation only; test is shown, never used to
 choose), wall time, training throughput (``extra.throughput``, where the task
-records it: molecules/s for the graph tasks), epochs, seed and commit. Rows
+records it: molecules/s for the graph tasks), epochs, seed, commit and the CPU it ran on
+(throughputs from two machines do not compare). Rows
 follow the base's validation metric, best first.
 
 A factor run with several seeds (folders such as ``dropout_0.1``, ``dropout_0.1_seed1``; the
@@ -100,6 +101,7 @@ def rows(study_dir: str | Path, base_name: str = "base",
             "epochs": r.get("epochs"),
             "seed": r.get("seed"),
             "git_commit": r.get("git_commit"),
+            "cpu_model": (r.get("machine") or {}).get("cpu_model"),
             "command": r.get("command"),
         })
     return sorted(out, key=lambda row: -sign * row["valid"][metric])
@@ -183,7 +185,7 @@ def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
     names = sorted({k for row in table for k in row["valid"]})
     metric = table[0]["metric"] if table else ""
     head = (["run", "factor"] + [f"valid {m}" for m in names] + [f"test {m}" for m in names]
-            + [f"Δ valid {metric} vs base", "wall min", "molecules/s", "epochs", "seed", "commit"])
+            + [f"Δ valid {metric} vs base", "wall min", "molecules/s", "epochs", "seed", "commit", "CPU"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table:
         cells = [row["run"], f"`{row['factor']}`"]
@@ -191,7 +193,8 @@ def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
                   for split in ("valid", "test") for m in names]
         cells += [f"{row['valid_change']:+.4f}", f"{row['wall_seconds'] / 60:.1f}",
                   "-" if row["molecules_per_second"] is None else f"{row['molecules_per_second']:.0f}",
-                  str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12]]
+                  str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12],
+                  row["cpu_model"] or "-"]
         lines.append("| " + " | ".join(cells) + " |")
     summary = by_factor(table)
     lines += _factor_lines(summary) + _selection_lines(summary, complete)

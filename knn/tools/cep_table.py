@@ -113,7 +113,8 @@ def _run(r: dict[str, Any]) -> dict[str, Any]:
             "molecules_per_second": ((r.get("extra") or {}).get("throughput") or {})
             .get("molecules_per_second"),
             "epochs": r["epochs"], "steps": r["steps"], "best_epoch": r["best_epoch"],
-            "device": r.get("device"), "cpu_model": cpu_model(r), "git_commit": r.get("git_commit"),
+            "device": r.get("device"), "cpu_model": results.cpu_model(r),
+            "git_commit": r.get("git_commit"),
             "command": r.get("command"), "run_dir": r.get("run_dir")}
 
 
@@ -252,11 +253,6 @@ def target_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def cpu_model(result: dict[str, Any]) -> str | None:
-    """The CPU a run (or the peer run) recorded in its provenance, if any."""
-    return (result.get("machine") or {}).get("cpu_model")
-
-
 def versus_chemprop(rows: list[dict[str, Any]],
                     ref: dict[str, Any] | None) -> dict[str, Any] | None:
     """Issue #20's target on :func:`target_row`: mean test RMSE and MAE over seeds below
@@ -271,9 +267,11 @@ def versus_chemprop(rows: list[dict[str, Any]],
     rate = r["molecules_per_second_mean"]
     rmse = r["test_rmse_mean"] < ref["test_rmse"]
     mae = r["test_mae_mean"] < ref["test_mae"]
-    same_cpu = cpu_model(ref) is not None and r["cpu_models"] == [cpu_model(ref)]
+    peer_cpu = results.cpu_model(ref)
+    same_cpu = peer_cpu is not None and r["cpu_models"] == [peer_cpu]
     speed = (rate is not None and rate >= ref["molecules_per_second"]) if same_cpu else None
-    return {"cpu_models": [r["cpu_models"], cpu_model(ref)],"variant": r["variant"], "protocol": r["protocol"], "n_runs": r["n_runs"],
+    return {"variant": r["variant"], "protocol": r["protocol"], "n_runs": r["n_runs"],
+            "cpu_models": [r["cpu_models"], peer_cpu],
             "test_rmse": [r["test_rmse_mean"], ref["test_rmse"]], "rmse_holds": rmse,
             "test_rmse_std": r["test_rmse_std"],
             "test_mae": [r["test_mae_mean"], ref["test_mae"]], "mae_holds": mae,

@@ -82,6 +82,11 @@ def select(runs: list[dict[str, Any]], task: str | None = None, model: str | Non
             if all(p is None or fnmatch.fnmatchcase(str(r.get(k)), p) for k, p in patterns.items())]
 
 
+def cpu_model(result: dict[str, Any]) -> str | None:
+    """The CPU a run (or a peer run) recorded in its provenance, if any."""
+    return (result.get("machine") or {}).get("cpu_model")
+
+
 def higher_is_better(task: str) -> bool:
     from knn.tasks import TASKS  # here: importing the tasks pulls in torch
 

@@ -101,7 +101,7 @@ def rows(study_dir: str | Path, base_name: str = "base",
             "epochs": r.get("epochs"),
             "seed": r.get("seed"),
             "git_commit": r.get("git_commit"),
-            "cpu_model": (r.get("machine") or {}).get("cpu_model"),
+            "cpu_model": results.cpu_model(r),
             "command": r.get("command"),
         })
     return sorted(out, key=lambda row: -sign * row["valid"][metric])

@@ -12,6 +12,16 @@ py=${KNN_PYTHON:-$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python}
 if [ -n "$(git -C "$wt" status --porcelain --untracked-files=no)" ]; then
   echo "run_one.sh: $wt has uncommitted changes; runs come from a clean commit" >&2; exit 2
 fi
+if [ -f "$dir/.current" ] && kill -0 "$(cat "$dir/.current")" 2>/dev/null; then
+  echo "run_one.sh: $dir is already training (pid $(cat "$dir/.current"))" >&2; exit 2
+fi
+# A run killed with its machine (end of a working session) could not write its stop: note
+# it now, at the time of its last checkpoint, which is where the resumed run goes on from.
+if [ -f "$dir/PAUSED_AT.txt" ] && tail -n1 "$dir/PAUSED_AT.txt" | grep -q '^started'; then
+  last=$(ls -t "$dir"/last.pt "$dir"/metrics.jsonl 2>/dev/null | head -n1)
+  at=${last:+$(date -u -r "$last" '+%F %H:%M')}
+  echo "stopped ${at:-at an unknown time} UTC (killed without a record; time of the last checkpoint, noted at the next start)" >> "$dir/PAUSED_AT.txt"
+fi
 resume=(); [ -f "$dir/last.pt" ] && resume=(train.resume=true)
 echo "started $(date -u '+%F %H:%M') UTC at $(git -C "$wt" rev-parse --short HEAD)" >> "$dir/PAUSED_AT.txt"
 (cd "$wt" && OMP_NUM_THREADS=1 exec "$py" -m knn.train "$@" device=cpu threads=1 \

@@ -37,11 +37,12 @@ matches.
 Out-of-vocabulary policy (``oov``) for task tokens without a vector, with
 fixed embeddings in mind:
 
-* ``"unk"`` (default, as the authors' code): they share the ``<unk>`` row, a
-  random vector (uniform ±0.25 from ``seed``, unit length if ``normalize``),
-  so "some unknown word" is one learnable-from feature;
+* ``"unk"`` (default): they share the ``<unk>`` row, a random vector
+  (uniform ±0.25 from ``seed``, unit length if ``normalize``), so "some
+  unknown word" is one learnable-from feature;
 * ``"zero"``: each keeps its own all-zero row (it contributes nothing), and
-  so does ``<unk>``;
+  so does ``<unk>``. This is what the authors' SST code computes: every word
+  missing from the vector file maps to its ``<unk>`` row, which is zero;
 * ``"random"``: each gets its own random row as for ``<unk>`` (Kim 2014's
   treatment of words missing from word2vec).
 

@@ -32,8 +32,12 @@ Below the table:
   #20's target, judged on the ``wln_tuned`` row when one exists, else the
   ``wln`` row (the full protocol's, else the one with the most runs; ties: the
   lower mean validation RMSE): mean test RMSE below chemprop's, mean test MAE
-  below chemprop's, mean molecules/s at or above chemprop's, compared only when
-  the runs and the peer run recorded the same CPU (else the target stays open);
+  below chemprop's, mean whole-run molecules/s at or above chemprop's, compared
+  only when the runs and the peer run recorded the same CPU (else the target
+  stays open). Like for like: chemprop's rate is its molecules trained over its
+  whole ``chemprop train`` command, so ours is the molecules trained over the
+  run's whole wall time (validation every epoch and testing included), not the
+  table's rate of training updates alone;
 * every run of every row: seed, validation and test RMSE, best epoch, device,
   commit, folder and command.
 
@@ -107,11 +111,13 @@ def collect(*roots: str | Path) -> list[dict[str, Any]]:
 def _run(r: dict[str, Any]) -> dict[str, Any]:
     """What the table keeps of one run."""
     valid, test = r["metrics"]["valid"], r["metrics"]["test"]
+    timed = (r.get("extra") or {}).get("throughput") or {}
+    trained, wall = timed.get("molecules"), r["wall_seconds"]
     return {"seed": r["seed"], "valid_rmse": valid["rmse"], "valid_mae": valid.get("mae"),
             "test_rmse": test["rmse"], "test_mae": test["mae"],
-            "wall_seconds": r["wall_seconds"],
-            "molecules_per_second": ((r.get("extra") or {}).get("throughput") or {})
-            .get("molecules_per_second"),
+            "wall_seconds": wall,
+            "molecules_per_second": timed.get("molecules_per_second"),
+            "whole_run_molecules_per_second": trained / wall if trained and wall else None,
             "epochs": r["epochs"], "steps": r["steps"], "best_epoch": r["best_epoch"],
             "device": r.get("device"), "cpu_model": results.cpu_model(r),
             "git_commit": r.get("git_commit"),
@@ -129,6 +135,8 @@ def row(variant: str, protocol: str, members: list[dict[str, Any]]) -> dict[str,
     test_rmse, test_rmse_std = results.mean_std([r["test_rmse"] for r in runs])
     test_mae, test_mae_std = results.mean_std([r["test_mae"] for r in runs])
     rates = [r["molecules_per_second"] for r in runs if r["molecules_per_second"] is not None]
+    whole = [r["whole_run_molecules_per_second"] for r in runs
+             if r["whole_run_molecules_per_second"] is not None]
     return {
         "variant": variant,
         "protocol": protocol,
@@ -146,6 +154,7 @@ def row(variant: str, protocol: str, members: list[dict[str, Any]]) -> dict[str,
         "closed_form": (chosen.get("extra") or {}).get("fitted_parameters") is not None,
         "wall_seconds_mean": statistics.fmean(r["wall_seconds"] for r in runs),
         "molecules_per_second_mean": statistics.fmean(rates) if rates else None,
+        "whole_run_molecules_per_second_mean": statistics.fmean(whole) if whole else None,
         "cpu_models": sorted({r["cpu_model"] or "an unrecorded CPU" for r in runs}),
         "epochs": sorted({r["epochs"] for r in runs}),
         "steps": sorted({r["steps"] for r in runs}),
@@ -256,7 +265,8 @@ def target_row(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
 def versus_chemprop(rows: list[dict[str, Any]],
                     ref: dict[str, Any] | None) -> dict[str, Any] | None:
     """Issue #20's target on :func:`target_row`: mean test RMSE and MAE over seeds below
-    chemprop's (``ref``), mean molecules/s at or above; None without a row or reference.
+    chemprop's (``ref``), mean whole-run molecules/s (chemprop's is its whole command's) at
+    or above; None without a row or reference.
 
     Throughput is compared only where every run of the row and the peer run recorded the
     same CPU (``throughput_holds`` None otherwise: rates from two machines say nothing),
@@ -264,7 +274,7 @@ def versus_chemprop(rows: list[dict[str, Any]],
     r = target_row(rows)
     if r is None or ref is None:
         return None
-    rate = r["molecules_per_second_mean"]
+    rate = r["whole_run_molecules_per_second_mean"]
     rmse = r["test_rmse_mean"] < ref["test_rmse"]
     mae = r["test_mae_mean"] < ref["test_mae"]
     peer_cpu = results.cpu_model(ref)
@@ -323,9 +333,10 @@ def markdown(rows: list[dict[str, Any]], peer_dir: Path | None = None) -> str:
     if c is not None:
         lines += [f"Reference ({c['name']}, same split, {c['origin']}, `{c['file']}`): test RMSE "
                   f"{c['test_rmse']}, MAE {c['test_mae']}, {c['params']:,} parameters, "
-                  f"{c['molecules_per_second']:.0f} molecules/s. Target (issue #20): the tuned "
-                  "WLN (else WLN), mean over seeds, below its test RMSE and MAE at equal or "
-                  "higher throughput."]
+                  f"{c['molecules_per_second']:.0f} molecules/s over its whole training "
+                  "command. Target (issue #20): the tuned WLN (else WLN), mean over seeds, below "
+                  "its test RMSE and MAE at equal or higher throughput, both sides counted the "
+                  "same way: molecules trained over the whole run's wall time."]
     vs = versus_chemprop(rows, c)
     if vs is not None:
         (rmse, ref_rmse), (mae, ref_mae) = vs["test_rmse"], vs["test_mae"]
@@ -336,7 +347,8 @@ def markdown(rows: list[dict[str, Any]], peer_dir: Path | None = None) -> str:
                       f"**{verdict}**: test RMSE "
                       f"{_pm(rmse, vs['test_rmse_std'])} vs {ref_rmse} ({_yes(vs['rmse_holds'])}),"
                       f" MAE {_pm(mae, vs['test_mae_std'])} vs {ref_mae} "
-                      f"({_yes(vs['mae_holds'])}), {_num(rate, '.0f')} vs {ref_rate:.0f} molecules/s "
+                      f"({_yes(vs['mae_holds'])}), {_num(rate, '.0f')} vs {ref_rate:.0f} "
+                      "whole-run molecules/s "
                       f"({_throughput(vs)}).")
     lines += ["", PAPER_NOTE, "",
               "Wall time is the trainer's (training, validation, the closed-form fit), not data "

@@ -3,12 +3,20 @@
 # as it starts (so lines can be added or reordered while it runs). Two queues side by side
 # are two one-thread trainings on a 2-core machine. Stop: kill the pid in <queue file>.pid
 # first (no next line starts), then the running training (it resumes from last.pt).
+# The line running is kept in <queue file>.running until it ends, so a line cut short (a
+# stop, or the machine going away) goes back to the top of the queue at the next start.
 set -u
 q=$1
 echo $$ > "$q.pid"
+if [ -s "$q.running" ]; then
+  { cat "$q.running"; cat "$q" 2>/dev/null; } > "$q.new" && mv "$q.new" "$q"
+  rm -f "$q.running"
+fi
 while line=$(head -n1 "$q" 2>/dev/null) && [ -n "$line" ]; do
+  echo "$line" > "$q.running"
   sed -i 1d "$q"
   echo "$(date -u '+%F %T') $line" >> "$q.log"
   bash -c "$line" >> "$q.log" 2>&1
+  rm -f "$q.running"
 done
 rm -f "$q.pid"

@@ -12,6 +12,9 @@ py=${KNN_PYTHON:-$(cd "$(dirname "$0")/../.." && pwd)/.venv/bin/python}
 if [ -n "$(git -C "$wt" status --porcelain --untracked-files=no)" ]; then
   echo "run_one.sh: $wt has uncommitted changes; runs come from a clean commit" >&2; exit 2
 fi
+if [ -f "$dir/result.json" ] && tail -n1 "$dir/PAUSED_AT.txt" 2>/dev/null | grep -q '^finished'; then
+  echo "run_one.sh: $dir has finished already; nothing to do" >&2; exit 0
+fi
 if [ -f "$dir/.current" ] && kill -0 "$(cat "$dir/.current")" 2>/dev/null; then
   echo "run_one.sh: $dir is already training (pid $(cat "$dir/.current"))" >&2; exit 2
 fi

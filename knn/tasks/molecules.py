@@ -12,7 +12,8 @@ shared trainer. One class serves both task names:
   file, by a split column (values train/valid/test) or at random
   (``task.data.split_seed``).
 
-Protocol (the authors' ``graph_knn/*/nntrain.py``):
+Protocol (the authors' ``graph_knn/wlkernel/nntrain.py``; their ELBP and NFP
+scripts share it but never stop):
 
 * batches of 20 drawn with re-sampling toward rare targets
   (:class:`~knn.data.sampling.ResamplingSampler`: buckets of

@@ -312,8 +312,13 @@ class Trainer:
     def finish(self, stop_reason: str, overrides: list[str],
                reference: dict[str, Any]) -> dict[str, Any]:
         """Evaluate the best checkpoint on valid and test; write ``result.json``, labelled
-        against ``reference`` (the resolved config of the run's experiment alone)."""
+        against ``reference`` (the resolved config of the run's experiment alone).
+
+        The last epoch's weights are evaluated too (``metrics_last``): some papers' code
+        tests those instead of selecting on validation (the authors' CEP scripts do)."""
         dist.barrier()  # rank 0 has finished writing best.pt
+        with self._evaluation_weights():
+            last = {split: self._evaluate(split) for split in ("valid", "test")}
         selected = nullcontext()  # best.pt holds the selected weights (θ̄ when averaging)
         if self.best_path.exists():
             best = ckpt.load(self.best_path, map_location=self.device)
@@ -329,6 +334,7 @@ class Trainer:
             "variant": cfg.variant,
             "params": self.n_params,
             "metrics": metrics,
+            "metrics_last": last,
             "metric": self.task.metric,
             "best_epoch": self.p.best_epoch,
             "epochs": self.p.epoch,

@@ -208,6 +208,19 @@ def test_throughput_counts_the_whole_run_like_chemprops() -> None:
     assert table(runs)[0]["molecules_per_second_mean"] == 900.0  # the table's column
 
 
+def test_last_epochs_test_rmse_is_a_column_over_the_runs_that_have_it() -> None:
+    """The authors test the last epoch's weights: that mean is shown beside ours, over the
+    runs that recorded ``metrics_last`` (older runs did not)."""
+    runs = [result("wln", 0.5, 1.0, seed=0), result("wln", 0.5, 1.1, seed=1),
+            result("wln", 0.5, 1.2, seed=2)]
+    runs[1]["metrics_last"] = {"valid": {"rmse": 0.6}, "test": {"rmse": 1.15, "mae": 0.5}}
+    runs[2]["metrics_last"] = {"valid": {"rmse": 0.6}, "test": {"rmse": 1.25, "mae": 0.5}}
+    md = cep_table.markdown(table(runs), Path("/nonexistent"))
+    assert "| 0.5000 | 1.0000 (0) | 1.2000 (n=2) | 0.1000 |" in md
+    assert "seed 2: valid RMSE 0.5000, test RMSE 1.2000 (last epoch's weights: 1.2500)" in md
+    assert "| 1.0000 (0) | - | 0.1000 |" in cep_table.markdown(table(runs[:1]), Path("/nonexistent"))
+
+
 def test_chemprop_reference_prefers_the_peer_run(tmp_path: Path) -> None:
     """The measured peer run (result.json) replaces the reported numbers; none: None."""
     assert chemprop_reference(tmp_path) is None

@@ -45,10 +45,24 @@ def test_outputs(train_smoke, tmp_path) -> None:
     assert result["budgeted"] is False and result["params"] > 0
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [l["epoch"] for l in lines] == [0, 1]
+    # the last epoch's weights, evaluated again at the end: its validation line, recomputed
+    assert set(result["metrics_last"]) == {"valid", "test"}
+    assert result["metrics_last"]["valid"] == pytest.approx(lines[-1]["valid"])
     assert [l["lr"] for l in lines] == pytest.approx([1.0, 0.9])  # smoke: decay from epoch 1
     # validation is a part of each epoch's time
     assert all(0 <= l["valid_seconds"] <= l["elapsed"] for l in lines)
     assert [f.name for f in tmp_path.iterdir() if f.name.startswith(".")] == []  # no temporaries
+
+
+def test_last_epochs_weights_are_evaluated_beside_the_selected(train_smoke, tmp_path) -> None:
+    """``metrics`` are the best validation epoch's, ``metrics_last`` the last epoch's: a
+    learning rate too high for the toy makes every epoch after the first worse."""
+    result = train_smoke(tmp_path, "train.max_epochs=3", "train.lr=5")
+    lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert result["best_epoch"] == 0 and len(lines) == 3
+    assert result["metrics"]["valid"] == pytest.approx(lines[0]["valid"])
+    assert result["metrics_last"]["valid"] == pytest.approx(lines[-1]["valid"])
+    assert result["metrics_last"]["test"]["loss"] > result["metrics"]["test"]["loss"]
 
 
 def test_checkpoint_is_plain_data(train_smoke, tmp_path) -> None:

@@ -12,7 +12,7 @@ from knn.train import NonFiniteLoss, checkpoint
 from knn.train.config import experiment_names
 
 RESULT_KEYS = {
-    "task", "model", "variant", "params", "metrics", "wall_seconds", "device", "torch_version",
+    "task", "model", "variant", "params", "metrics", "metrics_last", "wall_seconds", "device", "torch_version",
     "git_commit", "seed", "budgeted", "budget_minutes", "command", "config",
 }
 

@@ -3,7 +3,9 @@
 # One long training as the results READMEs describe it: from a git worktree of a clean
 # commit, one torch thread, checkpoints every 1,000 steps, and the run's start, pauses and
 # end (UTC, with the commit) appended to <run dir>/PAUSED_AT.txt. Rerunning the same line
-# on a run dir that holds last.pt resumes it (train.resume=true), which is exact on CPU.
+# on a run dir that holds last.pt resumes it (train.resume=true), which is exact on CPU; on
+# a run dir that has finished it does nothing (to train a finished run further, call
+# python -m knn.train with train.resume=true and the new limit yourself).
 # KNN_PYTHON: the interpreter with knn's dependencies (default: the main checkout's .venv);
 # `python -m` run from the worktree imports the worktree's knn, not the installed one.
 set -u
@@ -15,8 +17,11 @@ fi
 if [ -f "$dir/result.json" ] && tail -n1 "$dir/PAUSED_AT.txt" 2>/dev/null | grep -q '^finished'; then
   echo "run_one.sh: $dir has finished already; nothing to do" >&2; exit 0
 fi
-if [ -f "$dir/.current" ] && kill -0 "$(cat "$dir/.current")" 2>/dev/null; then
-  echo "run_one.sh: $dir is already training (pid $(cat "$dir/.current"))" >&2; exit 2
+# .current may outlive its machine, and a new machine reuses pids: the pid counts as this
+# run's trainer only if its command line names this run dir.
+pid=$(cat "$dir/.current" 2>/dev/null)
+if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "hydra.run.dir=$dir "; then
+  echo "run_one.sh: $dir is already training (pid $pid)" >&2; exit 2
 fi
 # A run killed with its machine (end of a working session) could not write its stop: note
 # it now, at the time of its last checkpoint, which is where the resumed run goes on from.

@@ -34,7 +34,7 @@ class ResamplingSampler(Sampler[int]):
     holds ``max(y, floor) ∈ [floor + k·w, floor + (k+1)·w)``, so with the
     default ``floor = 0.0`` every target below 0 joins the zeros in the first
     bucket [0, 0.05), drawn as often as any other bucket (on that split: 496
-    negative molecules, one bucket of 222, about 0.45% of draws).
+    negative molecules, in one of 222 buckets, about 0.45% of draws).
     ``floor=None`` buckets negatives by ``floor(y / w)`` like any other range.
 
     Order is a pure function of (seed, epoch): :meth:`epoch_indices` replays

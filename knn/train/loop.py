@@ -315,7 +315,8 @@ class Trainer:
         against ``reference`` (the resolved config of the run's experiment alone).
 
         The last epoch's weights are evaluated too (``metrics_last``): some papers' code
-        tests those instead of selecting on validation (the authors' CEP scripts do)."""
+        tests those instead of selecting on validation (the authors' CEP scripts do). When
+        averaging, those are the last average θ̄, as for every validation."""
         dist.barrier()  # rank 0 has finished writing best.pt
         with self._evaluation_weights():
             last = {split: self._evaluate(split) for split in ("valid", "test")}

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import statistics
 import sys
@@ -52,12 +53,14 @@ from typing import Any, Sequence
 import torch
 
 from knn.data.mirror import DataError
-from knn.data.molecules import ON_INVALID, collate, featurize_smiles
+from knn.data.molecules import ON_INVALID, bondless_note, collate, count_bondless, featurize_smiles
 from knn.errors import CheckpointError, ConfigError
 from knn.featurize import InvalidMolecule, MolFeaturizer, parse_smiles
 from knn.tasks.molecules import build_regressor
 from knn.train import checkpoint as ckpt_io
 from knn.train.loop import pick_device
+
+log = logging.getLogger(__name__)
 
 #: Endings that make a missing ``input=`` a mistyped file rather than SMILES.
 FILE_SUFFIXES = (".csv", ".tsv", ".txt", ".smi")
@@ -105,11 +108,14 @@ class Predictor:
 
     @torch.no_grad()
     def __call__(self, smiles: Sequence[str], on_invalid: str = "error",
-                 labels: Sequence[str] | None = None, batch_size: int = 200
-                 ) -> tuple[list[float | None], dict[int, str]]:
-        """Predictions for ``smiles`` (None where invalid) and {position: reason} of the invalid ones."""
+                 labels: Sequence[str] | None = None, batch_size: int = 200,
+                 report: bool = True) -> tuple[list[float | None], dict[int, str]]:
+        """Predictions for ``smiles`` (None where invalid) and {position: reason} of the invalid
+        ones; ``report``: warn when some molecules have no bond (:func:`count_bondless`)."""
         graphs, kept, bad = featurize_smiles(smiles, self.featurizer, on_invalid, labels,
                                              on_invalid_key="on_invalid")  # this command's key
+        if report and (n := count_bondless(graphs)):
+            log.warning(bondless_note(n, len(graphs), "input"))
         out: list[float | None] = [None] * len(smiles)
         for start in range(0, len(graphs), batch_size):
             batch = collate(graphs[start : start + batch_size]).to(self.device)
@@ -235,7 +241,7 @@ def ensemble_predict(members: Sequence[Predictor], smiles: Sequence[str], on_inv
 
     The members share a featurizer, so they reject the same SMILES.
     """
-    runs = [m(smiles, on_invalid, labels, batch_size) for m in members]
+    runs = [m(smiles, on_invalid, labels, batch_size, report=i == 0) for i, m in enumerate(members)]
     invalid = runs[0][1]
     columns = list(zip(*(preds for preds, _ in runs)))  # per item: each member's prediction
     means = [None if p[0] is None else statistics.fmean(p) for p in columns]

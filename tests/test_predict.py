@@ -205,3 +205,17 @@ def test_ensemble_of_two_tasks_is_refused(trained, tmp_path: Path, capsys) -> No
     assert main([f"ckpt={run_dir},{other}", "input=CCO"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: ckpt={other}: its target_column ('PCE') differs") and err.count("\n") == 1
+
+
+def test_molecules_without_bonds_get_one_prediction_and_a_warning(trained, capsys, caplog) -> None:
+    """A walk of length 2 needs a bond: a WLN's h_G is 0 for methane, water or a salt of
+    single-atom ions, so they share one prediction, and both training and prediction say so."""
+    run_dir = trained("wln")
+    result = json.loads((run_dir / "result.json").read_text())
+    assert sum(result["extra"]["data"]["bondless"].values()) == 1  # "C" of SMILES
+    caplog.clear()
+    assert main([f"ckpt={run_dir}", "input=C,O,[Na+].[Cl-],CCO,CC"]) == 0
+    preds = [float(r["prediction"]) for r in read_csv(capsys.readouterr().out)]
+    assert preds[0] == preds[1] == preds[2]
+    assert len({preds[0], preds[3], preds[4]}) == 3
+    assert "input: 3 of 5 molecules have no bond" in caplog.text

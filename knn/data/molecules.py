@@ -324,6 +324,24 @@ def featurize_smiles(
     return graphs, kept, bad
 
 
+def count_bondless(graphs: Sequence[MolGraph]) -> int:
+    """How many of ``graphs`` have no bond (one heavy atom, as methane or water, or only
+    single-atom ions).
+
+    A walk of length n >= 2 needs a bond, so a WL kernel network's graph vector
+    h_G = Σ_v c_n[v] is 0 for such a molecule: all of them get the one prediction of
+    h_G = 0 (the paper's kernel has no walk of length 1). Models that read single atoms
+    (NFP, ELBP) are not affected.
+    """
+    return sum(g.num_bonds == 0 for g in graphs)
+
+
+def bondless_note(n: int, total: int, where: str) -> str:
+    """The one-line warning for :func:`count_bondless`'s ``n`` of ``total`` molecules."""
+    return (f"{where}: {n} of {total} molecules have no bond (e.g. one heavy atom); "
+            "model=wln and gated_wln see no walk in them and give them all one prediction")
+
+
 def _cache_key(table: MoleculeTable, featurizer: MolFeaturizer) -> str:
     material = json.dumps(
         {

@@ -79,7 +79,9 @@ from knn.data.mirror import DataError, resolve
 from knn.data.molecules import (
     ON_INVALID,
     MoleculeDataset,
+    bondless_note,
     collate,
+    count_bondless,
     featurize_table,
     load_molecule_csv,
     write_exclusions,
@@ -335,6 +337,10 @@ class MoleculeRegression:
         })
         if cfg.resample:
             self.info["resample_buckets"] = self.sampler.num_buckets
+        self.info["bondless"] = {s: count_bondless(self.splits[s].graphs) for s in SPLITS}
+        for s, n in self.info["bondless"].items():
+            if n:
+                log.warning(bondless_note(n, len(self.splits[s]), f"{csv_path.name} {s}"))
         log.info("%s: %s molecules (train/valid/test), split %s, %d excluded",
                  csv_path.name, "/".join(str(len(self.splits[s])) for s in SPLITS), where,
                  len(data.exclusions))

@@ -20,6 +20,7 @@ from knn.data.mirror import DataError
 from knn.errors import ConfigError
 from knn.models import count_params, preset
 from knn.tasks.molecules import MolDataConfig, MolTaskConfig, MoleculeRegression, build_regressor
+from knn.tools.cep_table import OWN_ROWS
 from knn.train import checkpoint, train
 from knn.train.config import experiment_names, resolve_config
 from knn.train.optim import lr_at
@@ -113,7 +114,8 @@ PAPER = {"mean": 2.4062, "wl_kernel": 0.2040, "emf": 0.1250, "nfp": 0.1409, "elb
 
 
 def test_table3_experiments_exist(compose_cfg) -> None:
-    assert experiment_names("cep") == sorted(f"cep/{v}" for v in PAPER)
+    own = {f"cep/{v}" for v in OWN_ROWS}  # ours, not the paper's: cep/wln_tuned
+    assert sorted(set(experiment_names("cep")) - own) == sorted(f"cep/{v}" for v in PAPER)
     for variant, value in PAPER.items():
         cfg = resolve_config(compose_cfg([f"experiment=cep/{variant}"]))
         assert cfg.paper.value == value and cfg.paper.table == "Table 3"

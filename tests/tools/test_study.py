@@ -199,3 +199,13 @@ def test_included_runs_join_the_study_under_their_parent_and_folder(tmp_path: Pa
     saved = json.loads((tmp_path / "table.json").read_text())
     assert {"wln/seed1", "wln/seed2"} <= {r["run"] for r in saved["runs"]}
     assert "--include" in saved["command"]
+
+
+def test_mol_csv_trains_the_tuned_architecture_by_default(compose_cfg) -> None:
+    """``task=mol_csv`` without ``model=`` builds ``cep/wln_tuned``'s model: what the CEP
+    study chose on validation, not the paper's WLN."""
+    default = resolve_config(compose_cfg(["task=mol_csv"])).model
+    tuned = resolve_config(compose_cfg(["experiment=cep/wln_tuned"])).model
+    paper = resolve_config(compose_cfg(["experiment=cep/wln"])).model
+    assert OmegaConf.to_container(default) == OmegaConf.to_container(tuned)
+    assert OmegaConf.to_container(tuned) != OmegaConf.to_container(paper)

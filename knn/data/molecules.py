@@ -338,8 +338,9 @@ def count_bondless(graphs: Sequence[MolGraph]) -> int:
 
 def bondless_note(n: int, total: int, where: str) -> str:
     """The one-line warning for :func:`count_bondless`'s ``n`` of ``total`` molecules."""
-    return (f"{where}: {n} of {total} molecules have no bond (e.g. one heavy atom); "
-            "model=wln and gated_wln see no walk in them and give them all one prediction")
+    return (f"{where}: {n} of {total} molecules have no bond (e.g. one heavy atom); a WL "
+            "kernel network (model=wln, wln_tuned, gated_wln) sees no walk in them and gives "
+            "them all one prediction")
 
 
 def _cache_key(table: MoleculeTable, featurizer: MolFeaturizer) -> str:

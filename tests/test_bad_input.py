@@ -216,7 +216,7 @@ def test_corrupt_or_truncated_checkpoint(tmp_path: Path, ptb_fixture, content: b
                               "to Integer (key: train.max_epochs)"),
     ("model=nope", "config error: In 'train': Could not find 'model/nope' Available options in "
                    "'model': bilstm elbp emf gated_wln kim_cnn knn_lm knn_sst lstm_lm mean nfp "
-                   "wl_kernel wln"),
+                   "wl_kernel wln wln_tuned"),
 ])
 def test_bad_config(tmp_path: Path, override: str, message: str) -> None:
     assert one_line_error(knn_train(tmp_path, override)) == message

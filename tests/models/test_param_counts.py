@@ -62,6 +62,8 @@ SIZES: dict[str, Size] = {
     "cep/mean": Size(1),
     "cep/nfp": Size(261_146),
     "cep/wln": Size(259_601),
+    "cep/wln_tuned": Size(259_601, "ours, not a row of the paper: the WLN (0.26m) with dropout, "
+                                   "which adds no parameters"),
     "cep/emf": Size(261_801, "the paper's 0.1m is Dai et al. (2016)'s own setup; here EMF runs at "
                              "the 0.26m of the other neural CEP models (conf/experiment/cep/emf.yaml)"),
     "cep/wl_kernel": Size(0, "a closed-form fit: one weight per Weisfeiler-Lehman label of the "

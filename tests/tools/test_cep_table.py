@@ -40,6 +40,11 @@ def result(variant: str, valid: float, test: float, seed: int = 0, protocol: str
     }
 
 
+#: cep/wln_tuned's task: the 24k schedule without re-sampling (its protocol is still "full").
+TUNED_CONFIG = {"task": {"samples_per_epoch": 24000, "resample": False,
+                         "limit_train_batches": None, "limit_eval_batches": None}}
+
+
 def write(root: Path, name: str, r: dict) -> None:
     (root / name).mkdir(parents=True)
     (root / name / "result.json").write_text(json.dumps(r))
@@ -53,8 +58,8 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
             result("wln", 0.52, 0.60, seed=0, rate=600.0),
             result("wln", 0.51, 0.62, seed=1, rate=700.0),  # best validation
             result("wln", 0.53, 0.67, seed=2, rate=800.0),
-            result("wln_tuned", 0.40, 0.90, seed=0, rate=740.0, paper=None),
-            result("wln_tuned", 0.41, 0.92, seed=1, rate=760.0, paper=None)]
+            result("wln_tuned", 0.40, 0.90, seed=0, rate=740.0, paper=None, config=TUNED_CONFIG),
+            result("wln_tuned", 0.41, 0.92, seed=1, rate=760.0, paper=None, config=TUNED_CONFIG)]
     for i, r in enumerate(runs):
         write(tmp_path, f"run{i}", r)
     write(tmp_path, "sst", {**result("wln", 0.1, 0.1), "task": "sst"})  # not a CEP run: ignored
@@ -98,6 +103,9 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
     assert ("| WLN | wln | 3 (0, 1, 2) | 0.6300 ± 0.0361 | 0.3150 ± 0.0180 | 0.5200 "
             "| 0.6200 (1) |") in md
     assert "| GATED_WLN | gated_wln | 1 (0) | 0.6100 | 0.3050 | 0.5000 | 0.6100 (0) |" in md
+    # the draws column, from each run's config: the protocol label "full" alone does not say it
+    assert [r["draws"] for r in rows] == [["-"], ["-"], *[["not recorded"]] * 4, ["24,000, uniform"]]
+    assert "| 51 (255,000) | 24,000, uniform | full |" in md
     assert "46,255 (fitted)" in md and "mean test RMSE over n seeds (n per row)" in md
     assert "- full: **holds**: gated_wln ≤ wln yes (0.6100 (n=1) vs 0.6300 ± 0.0361 (n=3); " \
            "within spread), wln < elbp yes (0.6300 ± 0.0361 (n=3) vs 0.7000 (n=1))," in md
@@ -251,3 +259,14 @@ def test_no_closed_form_stand_in_where_the_data_differ_and_no_smoke_rows() -> No
                   result("elbp", 0.5, 0.2, protocol="smoke (limited batches)")])
     assert ordering(rows)["verdicts"] == []  # nfp < mean not judged on other data; smoke never
     assert versus_chemprop(rows, CHEMPROP) is None  # a smoke WLN row is no target row
+
+
+def test_draws_say_how_many_molecules_an_epoch_draws_and_how() -> None:
+    task = {"limit_train_batches": None, "limit_eval_batches": None}
+    authors = result("wln", 0.5, 0.5, config={"task": {**task, "samples_per_epoch": 100_000,
+                                                        "resample": True}})
+    one_pass = result("wln", 0.5, 0.5, config={"task": {**task, "samples_per_epoch": None,
+                                                         "resample": False}})
+    fit = result("mean", 2.5, 2.5, extra={"fitted_parameters": 1})
+    assert [cep_table.draws(r) for r in (authors, one_pass, fit)] == [
+        "100,000, re-sampled", "one pass, uniform", "-"]

@@ -343,6 +343,33 @@ def _span(values: list[int]) -> str:
     return f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
 
 
+def reference_lines(rows: list[dict[str, Any]], c: dict[str, Any] | None) -> list[str]:
+    """The chemprop reference and issue #20's target judged on ``rows`` (:func:`versus_chemprop`),
+    as one paragraph; nothing without a reference."""
+    if c is None:
+        return []
+    line = (f"Reference ({c['name']}, same split, {c['origin']}, `{c['file']}`): test RMSE "
+            f"{c['test_rmse']}, MAE {c['test_mae']}, {c['params']:,} parameters, "
+            f"{c['molecules_per_second']:.0f} molecules/s over its whole training "
+            "command. Target (issue #20): the tuned WLN (else WLN), mean over seeds, below "
+            "its test RMSE and MAE at equal or higher throughput, both sides counted "
+            "nearly the same way: molecules trained over the run's wall time (ours "
+            "without start-up and featurization).")
+    vs = versus_chemprop(rows, c)
+    if vs is not None:
+        (rmse, ref_rmse), (mae, ref_mae) = vs["test_rmse"], vs["test_mae"]
+        rate, ref_rate = vs["molecules_per_second"]
+        verdict = ("met" if vs["holds"] else "not met" if False in (
+            vs["rmse_holds"], vs["mae_holds"], vs["throughput_holds"]) else "open")
+        line += (f" {vs['variant']} ({vs['protocol']}, mean over {vs['n_runs']} seed(s)): "
+                 f"**{verdict}**: test RMSE "
+                 f"{_pm(rmse, vs['test_rmse_std'])} vs {ref_rmse} ({_yes(vs['rmse_holds'])}),"
+                 f" MAE {_pm(mae, vs['test_mae_std'])} vs {ref_mae} "
+                 f"({_yes(vs['mae_holds'])}), {_num(rate, '.0f')} vs {ref_rate:.0f} "
+                 f"whole-run molecules/s ({_throughput(vs)}).")
+    return [line]
+
+
 def markdown(rows: list[dict[str, Any]], peer_dir: Path | None = None) -> str:
     lines = [
         "## Table 3 (CEP): test RMSE, PCE units, over seeds", "",
@@ -371,28 +398,7 @@ def markdown(rows: list[dict[str, Any]], peer_dir: Path | None = None) -> str:
               "last epoch's instead, which runs from commit 7c03db6 on also report "
               "(`metrics_last`; n of the row's runs in brackets where not all have it).", ""]
     lines += ordering_lines(ordering(rows)) + [""]
-    c = chemprop_reference(peer_dir)
-    if c is not None:
-        lines += [f"Reference ({c['name']}, same split, {c['origin']}, `{c['file']}`): test RMSE "
-                  f"{c['test_rmse']}, MAE {c['test_mae']}, {c['params']:,} parameters, "
-                  f"{c['molecules_per_second']:.0f} molecules/s over its whole training "
-                  "command. Target (issue #20): the tuned WLN (else WLN), mean over seeds, below "
-                  "its test RMSE and MAE at equal or higher throughput, both sides counted "
-                  "nearly the same way: molecules trained over the run's wall time (ours "
-                  "without start-up and featurization)."]
-    vs = versus_chemprop(rows, c)
-    if vs is not None:
-        (rmse, ref_rmse), (mae, ref_mae) = vs["test_rmse"], vs["test_mae"]
-        rate, ref_rate = vs["molecules_per_second"]
-        verdict = ("met" if vs["holds"] else "not met" if False in (
-            vs["rmse_holds"], vs["mae_holds"], vs["throughput_holds"]) else "open")
-        lines[-1] += (f" {vs['variant']} ({vs['protocol']}, mean over {vs['n_runs']} seed(s)): "
-                      f"**{verdict}**: test RMSE "
-                      f"{_pm(rmse, vs['test_rmse_std'])} vs {ref_rmse} ({_yes(vs['rmse_holds'])}),"
-                      f" MAE {_pm(mae, vs['test_mae_std'])} vs {ref_mae} "
-                      f"({_yes(vs['mae_holds'])}), {_num(rate, '.0f')} vs {ref_rate:.0f} "
-                      "whole-run molecules/s "
-                      f"({_throughput(vs)}).")
+    lines += reference_lines(rows, chemprop_reference(peer_dir))
     lines += ["", PAPER_NOTE, "",
               "Wall time is the trainer's (training, validation, the closed-form fit), not data "
               "loading; molecules/s counts whole training updates (collate, forward, backward, "

@@ -239,17 +239,14 @@ def chemprop_cells(out: Path) -> list[list[str]]:
 
 def cep_notes(runs: list[dict[str, Any]]) -> list[str]:
     """Below Table 3: the paper's ordering as :mod:`knn.tools.cep_table` judges it (on the
-    mean test RMSE over seeds, within each protocol), its reference line and its note on
-    the data."""
+    mean test RMSE over seeds, within each protocol), chemprop's reference with issue #20's
+    target judged on the same rows, and the note on the data."""
     lines = []
-    cep_runs = [r for r in runs if r["task"] == "cep"]
-    if cep_runs:
-        lines += cep_table.ordering_lines(cep_table.ordering(cep_table.table(cep_runs))) + [""]
-    ref = cep_table.chemprop_reference()
-    if ref is not None:
-        lines += [f"Reference: {ref['name']} ({ref['origin']}, `{ref['file']}`): test RMSE "
-                  f"{ref['test_rmse']}, MAE {ref['test_mae']}, {ref['params']:,} parameters.", ""]
-    return lines + [cep_table.PAPER_NOTE, ""]
+    rows = cep_table.table([r for r in runs if r["task"] == "cep"])
+    if rows:
+        lines += cep_table.ordering_lines(cep_table.ordering(rows)) + [""]
+    reference = cep_table.reference_lines(rows, cep_table.chemprop_reference())
+    return lines + (reference + [""] if reference else []) + [cep_table.PAPER_NOTE, ""]
 
 
 def _pyplot() -> Any:

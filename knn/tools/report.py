@@ -129,9 +129,14 @@ def substitution(task: str, config: dict[str, Any], vectors: str | None = None) 
 
 
 def label(run: dict[str, Any]) -> str:
-    """The run's protocol and substitution, e.g. ``budgeted 5 min; public CEP subset ...``."""
+    """The run's protocol and substitution, e.g. ``budgeted 5 min; public CEP subset ...``;
+    a trained CEP run also says how it drew its training molecules, which ``full`` alone
+    does not (:func:`knn.tools.cep_table.draws`: ``cep/wln`` draws 100,000 an epoch
+    re-sampled, ``cep/wln_tuned`` 24,000 uniformly)."""
     vectors = ((run.get("extra") or {}).get("vectors") or {}).get("file")
-    parts = [protocol(run), substitution(run["task"], run.get("config") or {}, vectors)]
+    drawn = cep_table.draws(run) if run["task"] == "cep" else "-"
+    parts = [protocol(run), None if drawn in ("-", "not recorded") else f"draws per epoch: {drawn}",
+             substitution(run["task"], run.get("config") or {}, vectors)]
     return "; ".join(p for p in parts if p)
 
 

@@ -52,7 +52,8 @@ def fake_results(root: Path) -> None:
     write_run(root, run_result("sst", "gated_fine", 0, 50.0, 49.5))  # no metrics.jsonl
     write_run(root, run_result("cep", "wl_kernel", 0, 1.5, 1.6, params=0,
                                extra={"fitted_parameters": 46_255}), epochs=[1.5])
-    write_run(root, run_result("cep", "wln", 0, 1.0, 1.1))
+    write_run(root, run_result("cep", "wln", 0, 1.0, 1.1, config={"task": {
+        "samples_per_epoch": 100_000, "resample": True}}))
     write_run(root, run_result("cep", "gated_wln", 0, 1.0, 1.2))
     failed = root / "sst" / "const_fine" / "seed3"
     failed.mkdir(parents=True)
@@ -130,6 +131,9 @@ def test_protocol_labels_and_substitutions(built: tuple[Path, str]) -> None:
     cep = cells(table_row(md, "cep/wl_kernel", "Table 3"))
     assert cep[2:4] == ["0.204", "1.6000"] and cep[6] == "46,255"  # closed form: fitted size
     assert cep[8] == f"full; {report.CEP_SUBSET}"
+    # a trained CEP row says how it drew its molecules, which "full" alone does not
+    wln = cells(table_row(md, "cep/wln", "Table 3"))
+    assert wln[8] == f"full; draws per epoch: 100,000, re-sampled; {report.CEP_SUBSET}"
     assert report.cep_table.PAPER_NOTE in md
     # The paper's ordering is judged on the mean test RMSE over seeds, within a protocol.
     assert "on the mean test RMSE over n seeds (n per row), judged within each protocol" in md

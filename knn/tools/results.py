@@ -26,7 +26,9 @@ the task's selection metric (``result["metric"]``):
   selects on test data and is optimistic;
 * mean ± std (sample std, n - 1) of test and validation values;
 * trained parameters next to the paper's (its experiment's ``paper.params``);
-* wall time per run, the seeds, and each run's command.
+* wall time per run, the seeds, and each run's command, commit, CPU and threads, and
+  its start, pause and finish times where the runner logged them (``PAUSED_AT.txt``
+  beside ``result.json``, written by ``experiments/runner/run_one.sh``).
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` (the table, then one line per
 run) and ``PREFIX.json`` (the same, as data); it always prints the Markdown,
@@ -50,6 +52,8 @@ from knn.io import write_json, write_text
 #: Where ``python -m knn.tools.results`` looks when given no root (relative to the working folder).
 RESULTS_ROOT = "experiments/results"
 RESULT, FAILED = "result.json", "failed.json"
+#: The runner's log of a run's starts, pauses and finish (one event per line), if any.
+TIMELINE = "PAUSED_AT.txt"
 
 
 def _files(root: Path, name: str) -> list[Path]:
@@ -85,6 +89,14 @@ def select(runs: list[dict[str, Any]], task: str | None = None, model: str | Non
 def cpu_model(result: dict[str, Any]) -> str | None:
     """The CPU a run (or a peer run) recorded in its provenance, if any."""
     return (result.get("machine") or {}).get("cpu_model")
+
+
+def timeline(run_dir: str | Path) -> list[str]:
+    """The runner's events for a run ("started ... at <commit>", "stopped ...",
+    "finished ..."), oldest first; empty when the run was not made by the runner."""
+    path = Path(run_dir) / TIMELINE
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()] \
+        if path.is_file() else []
 
 
 def higher_is_better(task: str) -> bool:
@@ -191,7 +203,9 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                       "epochs": r.get("epochs"), "best_epoch": r.get("best_epoch"),
                       "stop_reason": r.get("stop_reason"), "device": r.get("device"),
                       "git_commit": r.get("git_commit"), "command": r.get("command"),
-                      "run_dir": r["run_dir"]}
+                      "cpu_model": cpu_model(r),
+                      "torch_threads": (r.get("machine") or {}).get("torch_threads"),
+                      "timeline": timeline(r["run_dir"]), "run_dir": r["run_dir"]}
                      for r, v, t in zip(members, valid, test)],
         })
     return rows
@@ -236,13 +250,25 @@ def markdown(rows: list[dict[str, Any]], title: str | None = None) -> str:
         lines += ["", f"Metric: {', '.join(sorted({g['metric'] for g in rows}))}; "
                   "std is the sample standard deviation over runs.", "", "Runs:", ""]
         for g in rows:
-            m = g["metric"]
-            for r in g["runs"]:
-                lines.append(
-                    f"- {g['variant']} seed {r['seed']}: valid {fmt_metric(m, r['valid'])}, test "
-                    f"{fmt_metric(m, r['test'])}, {_minutes(r['wall_seconds'])} min, {r['epochs']} "
-                    f"epochs ({r['stop_reason']}), {r['device']}: `{r['command']}`")
+            lines += [run_line(g["variant"], g["metric"], r) for r in g["runs"]]
     return "\n".join(lines) + "\n"
+
+
+def run_line(variant: str, metric: str, run: dict[str, Any]) -> str:
+    """One run's line under the table: scores, length, where it ran, when, and its command."""
+    best = "" if run.get("best_epoch") is None or run.get("epochs") is None else \
+        f", best epoch {run['best_epoch']} of 0-{run['epochs'] - 1}"
+    commit = run.get("git_commit") or ""
+    short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
+    where = ", ".join(str(x) for x in (
+        run["device"], run.get("cpu_model"),
+        None if run.get("torch_threads") is None else f"{run['torch_threads']} thread(s)",
+        f"commit {short}" if short else None) if x)
+    when = f" [{'; '.join(run['timeline'])}]" if run.get("timeline") else ""
+    return (f"- {variant} seed {run['seed']}: valid {fmt_metric(metric, run['valid'])}, test "
+            f"{fmt_metric(metric, run['test'])}, {_minutes(run['wall_seconds'])} min, "
+            f"{run['epochs']} epochs ({run['stop_reason']}{best}), {where}{when}: "
+            f"`{run['command']}`")
 
 
 def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = None,

@@ -90,7 +90,11 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
         reference = reference_config(experiment_of(overrides or []), group_choices(overrides or []))
         trainer = Trainer(resolve_config(cfg))
         stop_reason = trainer.fit()
-        return trainer.finish(stop_reason, overrides or [], reference)
+        result = trainer.finish(stop_reason, overrides or [], reference)
+        # Leave together: a gloo process that tears its group down while a peer still
+        # writes the results can abort at exit ("terminate called without an active exception").
+        dist.barrier()
+        return result
     finally:
         dist.shutdown()  # leave torchrun's process group, if the trainer joined one
 

@@ -64,6 +64,7 @@ reproduce-ptb: setup ## Table 1, gated 5m: train, test ppl, result.json, result 
 
 reproduce-sst: $(SST_RUN_RESULTS) ## Table 2: kernel NN gated/λ=0.5, Kim CNN, Bi-LSTM, fine/binary, SEEDS each, CPU (BUDGET=<min per run>)
 	$(PY) -m knn.tools.results $(SST_RUNS) --out $(SST_TABLE) --title "Table 2 (SST): test accuracy (%)"
+	$(PY) -m knn.tools.sst_table $(SST_RUNS) --out $(SST_TABLE)_judged
 
 # One SST run; `make -j N reproduce-sst` runs N at once (then ARGS="threads=1"
 # keeps them from fighting over cores). Rerunning with the same SST_RUNS

@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from knn.tools import cep_table
+from knn.tools import cep_table, sst_table
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
-from knn.tools.results import (RESULTS_ROOT, aggregate, collect, collect_failed, fmt_metric, markdown,
-                         pm, protocol, run_key)
+from knn.tools.results import (RESULTS_ROOT, aggregate, collect, collect_failed, epochs,
+                               fmt_metric, markdown, pm, protocol, run_key)
 from knn.paths import CONF_DIR, REPO_ROOT
 from knn.tasks.sst import DEFAULT_VECTORS
 from knn.train.config import experiment_names
@@ -297,14 +297,6 @@ def figure2(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def _epochs(run_dir: str) -> list[dict[str, Any]]:
-    """The run's ``metrics.jsonl`` lines, one per evaluated epoch ([] when absent)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def curves(task: str, runs: list[dict[str, Any]], path: Path) -> bool:
     """Validation metric per epoch, one line per run (one colour per variant; dashed when the
     run's protocol is not ``full``). Epochs, not minutes, on the x axis: runs on a GPU and on
@@ -312,7 +304,7 @@ def curves(task: str, runs: list[dict[str, Any]], path: Path) -> bool:
     has a ``metrics.jsonl``."""
     mine = sorted((r for r in runs if r["task"] == task),
                   key=lambda r: (r["variant"], r["seed"], r["run_dir"]))
-    logged = [(r, e) for r in mine if (e := _epochs(r["run_dir"]))]
+    logged = [(r, e) for r in mine if (e := epochs(r["run_dir"]))]
     if not logged:
         return False
     plt = _pyplot()
@@ -321,10 +313,10 @@ def curves(task: str, runs: list[dict[str, Any]], path: Path) -> bool:
     metric = logged[0][0]["metric"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     labelled: set[str] = set()
-    for run, epochs in logged:
+    for run, rows in logged:
         full = protocol(run).startswith("full")
         label = run["variant"] if full else f"{run['variant']} (not full protocol)"
-        ax.plot([e["epoch"] + 1 for e in epochs], [e["valid"][metric] for e in epochs],
+        ax.plot([e["epoch"] + 1 for e in rows], [e["valid"][metric] for e in rows],
                 marker="o", markersize=2, linestyle="-" if full else "--",
                 color=cmap(variants.index(run["variant"])),
                 label=None if label in labelled else label)
@@ -432,6 +424,8 @@ def build(roots: list[Path], bench_path: Path | None, out: Path, command: str) -
                       "bar chart without numbers); colours: ours, best of n, per protocol.", ""]
         if section.task == "cep":
             lines += cep_notes(runs)
+        if section.task == "sst" and (sst := [r for r in runs if r["task"] == "sst"]):
+            lines += sst_table.markdown(sst_table.judge(sst), level=3).splitlines() + [""]
     lines += ["## Learning curves", ""]
     for task in sorted({r["task"] for r in runs}):
         png = out / f"curves_{task}.png"

@@ -54,6 +54,8 @@ RESULTS_ROOT = "experiments/results"
 RESULT, FAILED = "result.json", "failed.json"
 #: The runner's log of a run's starts, pauses and finish (one event per line), if any.
 TIMELINE = "PAUSED_AT.txt"
+#: The trainer's per-epoch log (:mod:`knn.train.loop`).
+METRICS = "metrics.jsonl"
 
 
 def _files(root: Path, name: str) -> list[Path]:
@@ -97,6 +99,14 @@ def timeline(run_dir: str | Path) -> list[str]:
     path = Path(run_dir) / TIMELINE
     return [line.strip() for line in path.read_text().splitlines() if line.strip()] \
         if path.is_file() else []
+
+
+def epochs(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The run's ``metrics.jsonl`` lines, one per evaluation, oldest first ([] when absent)."""
+    path = Path(run_dir) / METRICS
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def higher_is_better(task: str) -> bool:

@@ -140,6 +140,9 @@ def test_protocol_labels_and_substitutions(built: tuple[Path, str]) -> None:
     assert ("- full: **does not hold**: gated_wln ≤ wln NO (1.2000 (n=1) vs 1.1000 (n=1); "
             "one run each, no spread measured).") in md
     assert "best-validation run" not in md
+    # Table 2 is judged below it (knn.tools.sst_table): the target on its one gated run.
+    judged = md.split("### Table 2 (SST) judged", 1)[1].split("\n## ", 1)[0]
+    assert "- fine: best of 1 49.50 (seed 0) against ≥ 48.0: **met**" in judged
 
 
 def test_failed_and_other_runs(built: tuple[Path, str]) -> None:

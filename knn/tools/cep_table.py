@@ -53,18 +53,14 @@ the Markdown.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shlex
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from knn.tools import results
-from knn.io import write_json, write_text
 from knn.paths import REPO_ROOT
-from knn.train.provenance import provenance
 
 #: Table 3's rows, top to bottom (variant names of conf/experiment/cep/), then ours.
 ORDER = ("mean", "wl_kernel", "emf", "nfp", "elbp", "wln", "gated_wln", "wln_tuned")
@@ -415,31 +411,12 @@ def markdown(rows: list[dict[str, Any]], peer_dir: Path | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knn.tools.cep_table",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("roots", nargs="+", help="run folders (searched for result.json) or files")
-    parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
-    args = parser.parse_args(argv)
-    runs = collect(*args.roots)
-    if not runs:
-        print(f"error: no task=cep result.json under {', '.join(args.roots)}", file=sys.stderr)
-        return 1
-    rows = table(runs)
-    text = markdown(rows)
-    print(text, end="")
-    if args.out:
-        out = Path(args.out)
-        ref = chemprop_reference()
-        command = shlex.join(["python", "-m", "knn.tools.cep_table",
-                              *(sys.argv[1:] if argv is None else argv)])
-        # Provenance before any write: the rewritten table3.md would make the tree dirty.
-        payload = {**provenance(command), "rows": rows, "ordering": ordering(rows),
-                   "reference": ref,
-                   "versus_reference": versus_chemprop(rows, ref),
-                   "note": PAPER_NOTE}
-        write_text(Path(f"{out}.md"), text)
-        write_json(payload, Path(f"{out}.json"))
-    return 0
+    def build(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        rows, ref = table(runs), chemprop_reference()
+        return markdown(rows), {"rows": rows, "ordering": ordering(rows), "reference": ref,
+                                "versus_reference": versus_chemprop(rows, ref), "note": PAPER_NOTE}
+
+    return results.table_main(argv, "knn.tools.cep_table", __doc__, "cep", collect, build)
 
 
 if __name__ == "__main__":

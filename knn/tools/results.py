@@ -45,7 +45,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from knn.io import write_json, write_text
 
@@ -292,6 +292,34 @@ def write(rows: list[dict[str, Any]], prefix: str | Path, title: str | None = No
     payload = {**provenance(command), "title": title, "groups": rows}
     write_text(prefix.with_suffix(".md"), markdown(rows, title))
     write_json(payload, prefix.with_suffix(".json"))
+
+
+def table_main(argv: list[str] | None, module: str, doc: str, task: str,
+               collect_runs: Callable[..., list[dict[str, Any]]],
+               build: Callable[[list[dict[str, Any]]], tuple[str, dict[str, Any]]]) -> int:
+    """The command line of a paper table's tool (``python -m MODULE ROOT ... [--out PREFIX]``):
+    the runs ``collect_runs(*roots)`` finds, ``build(runs)`` as Markdown (printed, and
+    written to ``PREFIX.md``) and data (``PREFIX.json``, with the provenance of this
+    command); 1 with a one-line error when the roots hold no run of ``task``."""
+    from knn.train.provenance import provenance  # here: it imports torch, which a table needs not
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
+    parser.add_argument("roots", nargs="+", help="run folders (searched for result.json) or files")
+    parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
+    args = parser.parse_args(argv)
+    runs = collect_runs(*args.roots)
+    if not runs:
+        print(f"error: no task={task} result.json under {', '.join(args.roots)}", file=sys.stderr)
+        return 1
+    text, data = build(runs)
+    print(text, end="")
+    if args.out:
+        command = shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
+        # Provenance before any write: the rewritten, tracked PREFIX.md would make the tree dirty.
+        payload = {**provenance(command), **data}
+        write_text(Path(f"{args.out}.md"), text)
+        write_json(payload, Path(f"{args.out}.json"))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,13 +31,10 @@ Markdown.
 
 from __future__ import annotations
 
-import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
-from knn.io import write_json, write_text
 from knn.tools import results
 
 GRANULARITIES = ("fine", "binary")
@@ -206,29 +203,17 @@ def markdown(judged: list[dict[str, Any]], level: int = 2) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m knn.tools.sst_table",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("roots", nargs="+", help="run folders (searched for result.json) or files")
-    parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
-    args = parser.parse_args(argv)
-    runs = results.select(results.collect(*args.roots), task="sst")
-    if not runs:
-        print(f"error: no task=sst result.json under {', '.join(args.roots)}", file=sys.stderr)
-        return 1
-    judged = judge(runs)
-    text = markdown(judged)
-    print(text, end="")
-    if args.out:
-        from knn.train.provenance import provenance  # here: it imports torch
+def collect(*roots: str | Path) -> list[dict[str, Any]]:
+    """Every SST run's ``result.json`` under ``roots`` (a root may be one file), with ``run_dir``."""
+    return results.select(results.collect(*roots), task="sst")
 
-        command = shlex.join(["python", "-m", "knn.tools.sst_table",
-                              *(sys.argv[1:] if argv is None else argv)])
-        # Provenance before any write: the rewritten PREFIX.md would make the tree dirty.
-        payload = {**provenance(command), "judged": judged}
-        write_text(Path(f"{args.out}.md"), text)
-        write_json(payload, Path(f"{args.out}.json"))
-    return 0
+
+def main(argv: list[str] | None = None) -> int:
+    def build(runs: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        judged = judge(runs)
+        return markdown(judged), {"judged": judged}
+
+    return results.table_main(argv, "knn.tools.sst_table", __doc__, "sst", collect, build)
 
 
 if __name__ == "__main__":

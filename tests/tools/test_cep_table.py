@@ -67,8 +67,10 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
     peers.mkdir()
     (peers / "reported.json").write_text(json.dumps(CHEMPROP))
     monkeypatch.setattr(cep_table, "PEER_DIR", peers)
-    real_provenance, md_written = cep_table.provenance, []
-    monkeypatch.setattr(cep_table, "provenance", lambda command: md_written.append(
+    import knn.train.provenance as prov
+
+    real_provenance, md_written = prov.provenance, []
+    monkeypatch.setattr(prov, "provenance", lambda command: md_written.append(
         (tmp_path / "out" / "table3.md").exists()) or real_provenance(command))
     assert main([str(tmp_path), "--out", str(tmp_path / "out" / "table3")]) == 0
     assert md_written == [False]  # the commit is read before the rewritten table dirties the tree

@@ -16,10 +16,13 @@ ARGS ?=
 PTB_RUN := outputs/ptb/knn_lm/gated_5m/$(shell date +%Y-%m-%d_%H-%M-%S)
 
 # reproduce-sst: the seeds and the experiments (conf/experiment/sst/<name>) to run: every
-# Table 2 row we have, 8 experiments x 5 seeds = 40 runs (the Kernel NN first); e.g.
+# Table 2 row we have, 12 experiments x 5 seeds = 60 runs (the Kernel NN first; the
+# baselines both in this harness's training and on their own papers' protocols); e.g.
 # SST_VARIANTS="gated_fine gated_binary" for the gated rows alone.
 SEEDS ?= 0 1 2 3 4
-SST_VARIANTS ?= gated_fine gated_binary const_fine const_binary kim_cnn_fine kim_cnn_binary bilstm_fine bilstm_binary
+SST_VARIANTS ?= gated_fine gated_binary const_fine const_binary kim_cnn_fine kim_cnn_binary \
+	bilstm_fine bilstm_binary kim_cnn_kim2014_fine kim_cnn_kim2014_binary \
+	bilstm_tai2015_fine bilstm_tai2015_binary
 SST_TABLE ?= experiments/results/sst/table2
 # Run folders, <variant>/seed<N>/ below one folder per invocation (fixed once per make).
 ifeq ($(origin SST_RUNS),undefined)

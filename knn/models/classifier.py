@@ -1,7 +1,8 @@
 """Sentence classifiers for SST (paper Section 5.2, Table 2) over fixed word vectors.
 
 All three models share the input: a frozen, pretrained (V, d_in) table (the
-paper normalises GloVe vectors to unit length and fixes them). It is a
+paper normalises GloVe vectors to unit length and fixes them; the Bi-LSTM can
+train its copy instead, as Tai et al. 2015 do). A frozen table is a
 buffer, not a parameter, so ``parameters()`` are exactly the trained ones
 and an optimizer's weight decay never touches it; it is still saved in the
 ``state_dict``. Inputs are time-major like the recurrent layers:
@@ -26,12 +27,15 @@ and no highway there are 543,600 trained parameters, the authors' "around
 
 ``KimCNN`` (Kim 2014, CNN-static): widths 3, 4, 5 × 100 filters, ReLU,
 max over time, dropout 0.5, linear. ``BiLSTMClassifier``: one bidirectional
-``nn.LSTM`` layer, masked mean of the outputs or the two final states.
+``nn.LSTM`` layer (or one LSTM read both ways, Tai et al.'s code), masked mean
+of the outputs or the two final states.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Optional
+
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -96,12 +100,20 @@ class BiLSTMConfig:
     n_classes: int = 5
     hidden: int = 150  # per direction
     depth: int = 1  # stacked bidirectional layers
-    dropout: float = 0.5  # on embeddings and on the pooled features
+    dropout: float = 0.5  # on the pooled features (and on embeddings: input_dropout)
+    input_dropout: Optional[float] = None  # on the embeddings; None: dropout (Tai et al.: 0)
     pooling: str = "mean"  # masked mean of [fwd; bwd] outputs, or "last": final states
+    # One LSTM read forwards and backwards (Tai et al.'s code shares the two directions'
+    # weights); needs pooling "last".
+    tied: bool = False
+    finetune_embeddings: bool = False  # train the input vectors (Tai et al.), else fixed
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if self.tied and self.pooling != "last":
+            raise ValueError("tied=true reads the final states of both directions: "
+                             f"it needs pooling='last', got {self.pooling!r}")
 
 
 # --------------------------------------------------------------------------- #
@@ -204,21 +216,42 @@ class KimCNN(nn.Module):
         return self.out(self.drop(torch.cat(pooled, dim=-1)))
 
 
+def reverse_padded(x: Tensor, mask: Tensor) -> Tensor:
+    """Each column's real steps in reverse order, padding left in place: (T, B, d) -> (T, B, d)."""
+    lengths = mask.long().sum(0)  # (B,)
+    t = torch.arange(x.shape[0], device=x.device).unsqueeze(1)  # (T, 1)
+    index = torch.where(t < lengths, lengths - 1 - t, t)  # (T, B)
+    return x.gather(0, index.unsqueeze(-1).expand_as(x))
+
+
 class BiLSTMClassifier(nn.Module):
-    """Bidirectional LSTM over fixed vectors; sequences are packed so padding is skipped."""
+    """Bidirectional LSTM over word vectors; sequences are packed so padding is skipped.
+
+    ``z = [h_fwd[L]; h_bwd[1]]`` (pooling "last") or the masked mean of ``[h_fwd; h_bwd]``
+    over time, then ``logits = W dropout(z) + b``. With ``tied``, one LSTM gives both
+    directions: ``h_bwd`` is that LSTM's final state on the reversed sentence (Tai et
+    al.'s code). With ``finetune_embeddings`` the vectors are a trained parameter.
+    """
 
     def __init__(self, cfg: BiLSTMConfig, vectors: Tensor) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embedding = _FixedEmbedding(vectors)
-        self.rnn = nn.LSTM(vectors.shape[1], cfg.hidden, cfg.depth, bidirectional=True)
+        self.embedding = (nn.Embedding.from_pretrained(vectors.detach().clone(), freeze=False)
+                          if cfg.finetune_embeddings else _FixedEmbedding(vectors))
+        self.rnn = nn.LSTM(vectors.shape[1], cfg.hidden, cfg.depth, bidirectional=not cfg.tied)
         self.drop = nn.Dropout(cfg.dropout)
+        self.drop_input = nn.Dropout(cfg.dropout if cfg.input_dropout is None else cfg.input_dropout)
         self.out = nn.Linear(2 * cfg.hidden, cfg.n_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
-        x = self.drop(self.embedding(tokens))  # (T, B, d_in)
+        x = self.drop_input(self.embedding(tokens))  # (T, B, d_in)
         lengths = mask.long().sum(0).cpu()
+        if self.cfg.tied:
+            _, (h_fwd, _) = self.rnn(pack_padded_sequence(x, lengths, enforce_sorted=False))
+            _, (h_bwd, _) = self.rnn(pack_padded_sequence(reverse_padded(x, mask), lengths,
+                                                          enforce_sorted=False))
+            return self.out(self.drop(torch.cat([h_fwd[-1], h_bwd[-1]], dim=-1)))
         packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
         out, (h_n, _) = self.rnn(packed)  # h_n (2·depth, B, d): final fwd and bwd states per layer
         if self.cfg.pooling == "mean":

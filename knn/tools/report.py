@@ -60,8 +60,9 @@ CEP_SUBSET = "public CEP subset (29,978 molecules), not the paper's 2.3M"
 TABLE1_ORDER = ("const_5m", "learned_5m", "gated_5m", "lstm_5m",
                 "gated_20m", "gated_vd_20m", "gated_vd_4layer_20m", "lstm_20m")
 FIG2_ORDER = ("fig2_cnn", "fig2_const", "fig2_learned", "fig2_gated_x", "fig2_gated_xh", "lstm_5m")
-TABLE2_ORDER = ("kim_cnn_fine", "bilstm_fine", "const_fine", "gated_fine",
-                "kim_cnn_binary", "bilstm_binary", "const_binary", "gated_binary")
+TABLE2_ORDER = ("kim_cnn_fine", "kim_cnn_kim2014_fine", "bilstm_fine", "bilstm_tai2015_fine",
+                "const_fine", "gated_fine", "kim_cnn_binary", "kim_cnn_kim2014_binary",
+                "bilstm_binary", "bilstm_tai2015_binary", "const_binary", "gated_binary")
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,13 @@ def experiment_names(task: str | None = None) -> list[str]:
 class TrainConfig:
     """The ``train`` group: optimisation, schedule, stopping, checkpoints."""
 
-    optimizer: str = "sgd"  # sgd | adam
+    optimizer: str = "sgd"  # sgd | adam | adadelta | adagrad
     lr: float = 1.0
     momentum: float = 0.0
+    rho: float = 0.9  # adadelta's decay of its squared averages (Kim 2014: 0.95)
+    # Plain SGD at this rate for the model's trained input embeddings, the rest by
+    # `optimizer` (Tai et al. 2015); None: one optimizer for every parameter.
+    embedding_lr: Optional[float] = None
     weight_decay: float = 0.0  # L2 penalty, applied by the optimizer
     schedule: str = "decay_after"  # constant | decay_after | exponential (see knn.train.optim)
     lr_decay: float = 1.0

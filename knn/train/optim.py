@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "adadelta", "adagrad")
 SCHEDULES = ("constant", "decay_after", "exponential")
 
 
@@ -28,11 +28,35 @@ def fused_update(params: list[torch.Tensor]) -> bool:
     )
 
 
-def build_optimizer(model: nn.Module, cfg: Any) -> torch.optim.Optimizer:
-    """SGD or Adam over the trainable parameters; ``weight_decay`` is L2; Adam fused where it can be."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:  # a model fitted in closed form (e.g. the WL-kernel ridge): never stepped
-        params = [torch.zeros(0, requires_grad=True)]
+class Optimizers:
+    """Several optimizers stepped as one, each over its own parameters: Tai et al. (2015)
+    train their network with Adagrad and its fine-tuned word vectors with plain SGD.
+    The trainer sees one optimizer (``param_groups``, ``zero_grad``, ``step``, state)."""
+
+    def __init__(self, *optimizers: torch.optim.Optimizer) -> None:
+        self.optimizers = optimizers
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return [group for opt in self.optimizers for group in opt.param_groups]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        for opt in self.optimizers:
+            opt.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizers": [opt.state_dict() for opt in self.optimizers]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for opt, saved in zip(self.optimizers, state["optimizers"], strict=True):
+            opt.load_state_dict(saved)
+
+
+def _optimizer(params: list[torch.Tensor], cfg: Any) -> torch.optim.Optimizer:
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(
             params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
@@ -40,7 +64,34 @@ def build_optimizer(model: nn.Module, cfg: Any) -> torch.optim.Optimizer:
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 fused=fused_update(params) or None)
-    raise ValueError(f"train.optimizer={cfg.optimizer!r}: expected 'sgd' or 'adam'")
+    if cfg.optimizer == "adadelta":  # Kim (2014): rho 0.95, eps 1e-6, lr 1
+        return torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.rho, eps=1e-6,
+                                    weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adagrad":  # Tai et al. (2015), as Torch7's optim.adagrad (eps 1e-10)
+        return torch.optim.Adagrad(params, lr=cfg.lr, eps=1e-10, weight_decay=cfg.weight_decay)
+    raise ValueError(f"train.optimizer={cfg.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+
+
+def build_optimizer(model: nn.Module, cfg: Any) -> torch.optim.Optimizer | Optimizers:
+    """``cfg.optimizer`` (SGD, Adam fused where it can be, Adadelta or Adagrad) over the
+    trainable parameters; ``weight_decay`` is L2.
+
+    With ``cfg.embedding_lr`` set, the model's trained input embeddings
+    (``model.embedding``'s parameters) are updated by plain SGD at that rate, without
+    weight decay, and everything else by ``cfg.optimizer`` (:class:`Optimizers`)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:  # a model fitted in closed form (e.g. the WL-kernel ridge): never stepped
+        params = [torch.zeros(0, requires_grad=True)]
+    embedding = getattr(model, "embedding", None)
+    vectors = [] if cfg.embedding_lr is None or embedding is None else \
+        [p for p in embedding.parameters() if p.requires_grad]
+    if cfg.embedding_lr is not None and not vectors:
+        raise ValueError("train.embedding_lr is set, but the model trains no input embeddings "
+                         "(model.finetune_embeddings=true trains them)")
+    if not vectors:
+        return _optimizer(params, cfg)
+    rest = [p for p in params if all(p is not v for v in vectors)]
+    return Optimizers(_optimizer(rest, cfg), torch.optim.SGD(vectors, lr=cfg.embedding_lr))
 
 
 def lr_at(epoch: int, lr: float, schedule: str, decay: float, decay_epoch: int) -> float:
@@ -69,6 +120,8 @@ class EpochSchedule:
     def __init__(self, optimizer: torch.optim.Optimizer, cfg: Any) -> None:
         self.optimizer = optimizer
         self.base_lr = cfg.lr
+        # Each group's configured rate, read before a checkpoint's (decayed) rates load.
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
         self.schedule = cfg.schedule
         self.decay = cfg.lr_decay
         self.decay_epoch = cfg.lr_decay_epoch
@@ -84,10 +137,11 @@ class EpochSchedule:
         return lr_at(epoch, self.base_lr, self.schedule, self.decay, self.decay_epoch)
 
     def set_epoch(self, epoch: int) -> float:
-        """Apply the learning rate of ``epoch`` and return it."""
+        """Apply the learning rate of ``epoch`` to every parameter group (each scaled from its
+        own starting rate, e.g. a fine-tuned embedding's) and return the main one."""
         self.epoch = epoch
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.lr
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
+            group["lr"] = lr_at(epoch, base, self.schedule, self.decay, self.decay_epoch)
         return self.lr
 
     def state_dict(self) -> dict[str, Any]:

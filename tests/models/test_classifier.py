@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from knn.layers.string_kernel import StringKernelConfig
 from knn.models import count_params, spec_of
-from knn.models.classifier import BiLSTMConfig, KernelClassifierConfig, KimCNNConfig, last_real, masked_mean
+from knn.models.classifier import (BiLSTMConfig, KernelClassifierConfig, KimCNNConfig, last_real,
+                                   masked_mean, reverse_padded)
 
 V, D_IN = 50, 300
 
@@ -41,6 +42,9 @@ def vectors(dtype: torch.dtype = torch.float32, d: int = D_IN) -> torch.Tensor:
         (KernelClassifierConfig(kernel=_kernel(highway=True)), 624_000),  # + W_f, b_f on layers 2-3
         (KimCNNConfig(), 300 * 100 * 12 + 300 + 300 * 5 + 5),
         (BiLSTMConfig(), 2 * (4 * 150 * (300 + 150) + 8 * 150) + 300 * 5 + 5),
+        # Tai et al.'s code: one LSTM both ways, and the V x d vectors trained
+        (BiLSTMConfig(pooling="last", tied=True, finetune_embeddings=True),
+         4 * 150 * (300 + 150) + 8 * 150 + 300 * 5 + 5 + V * D_IN),
     ],
 )
 def test_trainable_parameter_counts(cfg, count):
@@ -112,3 +116,43 @@ def test_configs_reject_bad_values():
 def test_highway_only_above_the_first_layer():
     cfg = KernelClassifierConfig(kernel=_kernel(highway=True))
     assert [cfg.layer_kernel(l).highway for l in range(3)] == [False, True, True]
+
+
+def test_reverse_padded_reverses_each_sentence_and_keeps_padding():
+    x = torch.arange(8.0).view(4, 2, 1)  # column 0: 0 2 4 6 (length 4); column 1: 1 3 (length 2)
+    mask = torch.tensor([[True, True], [True, True], [True, False], [True, False]])
+    assert reverse_padded(x, mask).squeeze(-1).T.tolist() == [[6, 4, 2, 0], [3, 1, 5, 7]]
+
+
+def test_tied_bilstm_reads_each_sentence_both_ways_with_one_lstm():
+    """z = [h_fwd(last token); h_fwd of the reversed sentence (last token)], the same LSTM, each
+    sentence computed alone, without padding: Tai et al.'s LSTMSentiment with structure bilstm."""
+    torch.manual_seed(0)
+    cfg = BiLSTMConfig(n_classes=3, hidden=6, pooling="last", tied=True, input_dropout=0.0)
+    model = build_classifier(cfg, vectors(d=8)).eval()
+    tokens = torch.tensor([[3, 7], [4, 9], [5, 0]])  # lengths 3 and 2
+    mask = tokens > 0
+    logits = model(tokens, mask)
+    for b, length in enumerate((3, 2)):
+        x = model.embedding(tokens[:length, b]).unsqueeze(1)  # (L, 1, d)
+        _, (h_fwd, _) = model.rnn(x)
+        _, (h_bwd, _) = model.rnn(x.flip(0))
+        z = torch.cat([h_fwd[-1], h_bwd[-1]], dim=-1)
+        torch.testing.assert_close(logits[b], model.out(z)[0])
+    assert not isinstance(model.embedding, torch.nn.Embedding)  # fixed unless fine-tuned
+    with pytest.raises(ValueError, match="pooling='last'"):
+        BiLSTMConfig(tied=True, pooling="mean")
+
+
+def test_finetuned_vectors_are_trained_and_input_dropout_is_its_own():
+    cfg = BiLSTMConfig(n_classes=2, hidden=4, pooling="last", finetune_embeddings=True,
+                       input_dropout=0.0)
+    table = vectors(d=8)
+    model = build_classifier(cfg, table)
+    assert model.embedding.weight.requires_grad and model.drop_input.p == 0.0
+    assert model.drop.p == 0.5
+    assert build_classifier(BiLSTMConfig(), vectors()).drop_input.p == 0.5  # None: dropout
+    tokens = torch.tensor([[1, 2], [3, 0]])
+    model(tokens, tokens > 0).sum().backward()
+    assert model.embedding.weight.grad[[1, 2, 3]].abs().sum() > 0
+    assert torch.equal(table, vectors(d=8))  # the caller's table is copied, not trained

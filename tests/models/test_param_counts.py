@@ -55,6 +55,12 @@ SIZES: dict[str, Size] = {
     "sst/bilstm_fine": Size(543_905, f"{_NO_SST_SIZE} (Tai et al. 2015, as reported); 150 units "
                                      "per direction"),
     "sst/bilstm_binary": Size(543_002, f"{_NO_SST_SIZE} (Tai et al. 2015, as reported)"),
+    "sst/bilstm_tai2015_fine": Size(302_705, f"{_NO_SST_SIZE}; Tai et al.'s code reads one LSTM "
+                                             "both ways (tied) and trains the vectors: 30,000 of "
+                                             "these are this test's 100 x 300 table"),
+    "sst/bilstm_tai2015_binary": Size(301_802, f"{_NO_SST_SIZE}; tied, trained vectors"),
+    "sst/kim_cnn_kim2014_fine": Size(361_805, f"{_NO_SST_SIZE} (Kim 2014, as reported)"),
+    "sst/kim_cnn_kim2014_binary": Size(360_902, f"{_NO_SST_SIZE} (Kim 2014, as reported)"),
     "sst/kim_cnn_fine": Size(361_805, f"{_NO_SST_SIZE} (Kim 2014, as reported); widths 3, 4, 5 x 100"),
     "sst/kim_cnn_binary": Size(360_902, f"{_NO_SST_SIZE} (Kim 2014, as reported)"),
     "cep/elbp": Size(256_256),

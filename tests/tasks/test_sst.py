@@ -98,6 +98,10 @@ SMOKE_LOSSES = {
     "sst/gated_fine": (1.633359, 1.610383),
     "sst/kim_cnn_binary": (0.680196, 0.700988),
     "sst/kim_cnn_fine": (1.486421, 1.694862),
+    "sst/bilstm_tai2015_binary": (0.752003, 0.713690),
+    "sst/bilstm_tai2015_fine": (1.640255, 1.679856),
+    "sst/kim_cnn_kim2014_binary": (0.705647, 0.700569),
+    "sst/kim_cnn_kim2014_fine": (1.491194, 1.726577),
 }
 
 
@@ -107,7 +111,11 @@ def test_smoke_losses_cover_every_experiment() -> None:
 
 #: The sizes SMOKE_LOSSES were recorded at where they differ from debug=smoke's.
 SMOKE_SIZES = {"sst/kim_cnn_fine": ["model.hidden=4"], "sst/kim_cnn_binary": ["model.hidden=4"],
-               "sst/bilstm_fine": ["model.depth=1"], "sst/bilstm_binary": ["model.depth=1"]}
+               "sst/kim_cnn_kim2014_fine": ["model.hidden=4"],
+               "sst/kim_cnn_kim2014_binary": ["model.hidden=4"],
+               "sst/bilstm_fine": ["model.depth=1"], "sst/bilstm_binary": ["model.depth=1"],
+               "sst/bilstm_tai2015_fine": ["model.depth=1"],
+               "sst/bilstm_tai2015_binary": ["model.depth=1"]}
 
 
 @pytest.mark.parametrize("experiment", experiment_names("sst"))

@@ -55,7 +55,13 @@ def test_ordering_compares_means_and_is_final_only_with_five_seeds_a_row() -> No
     runs = (five("gated_fine", [44.0, 44.2, 43.8, 44.1, 43.9])
             + five("kim_cnn_fine", [41.0, 41.5, 42.0, 41.2, 41.3])
             + five("bilstm_fine", [44.5, 44.3, 43.0, 42.9, 43.1])
+            + five("kim_cnn_kim2014_fine", [40.0] * 5)
             + [result("const_fine", 0, 42.0, 40.5)])
+    o = ordering(settings(runs)[("full", GLOVE)], "fine")
+    assert o["short"] == ["λ = 0.5 has 1 of 5 seeds",
+                          "Bi-LSTM on Tai et al.'s protocol has 0 of 5 seeds"]
+    assert [c["baseline"] for c in o["checks"]] == ["const", "kim_cnn", "bilstm", "kim_cnn_kim2014"]
+    runs += five("bilstm_tai2015_fine", [43.0] * 5)
     o = ordering(settings(runs)[("full", GLOVE)], "fine")
     by = {c["baseline"]: c for c in o["checks"]}
     assert by["kim_cnn"]["holds"] and by["kim_cnn"]["within_spread"] is False

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from knn.train.optim import build_optimizer, fused_update, lr_at
+from knn.train.optim import EpochSchedule, Optimizers, build_optimizer, fused_update, lr_at
 
 
 def test_decay_after_matches_authors_loop() -> None:
@@ -50,7 +50,8 @@ def test_fused_adam_is_adam_up_to_rounding() -> None:
 
 
 def test_build_optimizer_fuses_adam_on_float_parameters() -> None:
-    cfg = SimpleNamespace(optimizer="adam", lr=1e-3, weight_decay=0.0, momentum=0.0)
+    cfg = SimpleNamespace(optimizer="adam", lr=1e-3, weight_decay=0.0, momentum=0.0,
+                          embedding_lr=None)
     opt = build_optimizer(nn.Linear(4, 2), cfg)
     assert opt.defaults["fused"] is True
     assert not fused_update([torch.zeros(2, dtype=torch.float16, device="meta")])
@@ -75,3 +76,58 @@ def test_sst_smoke_metrics_unchanged_by_fused_adam(compose_cfg, tmp_path, sst_fi
     assert fused["health"]["train_loss"] == pytest.approx(default["health"]["train_loss"], rel=1e-4)
     for split in ("valid", "test"):
         assert fused["metrics"][split] == pytest.approx(default["metrics"][split], rel=1e-4)
+
+
+def _cfg(**kw) -> SimpleNamespace:
+    base = dict(optimizer="adagrad", lr=0.05, momentum=0.0, rho=0.95, weight_decay=1e-4,
+                embedding_lr=None, schedule="exponential", lr_decay=0.5, lr_decay_epoch=0)
+    return SimpleNamespace(**{**base, **kw})
+
+
+class _Tagger(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(5, 3)
+        self.out = nn.Linear(3, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.embedding(x))
+
+
+def test_adadelta_and_adagrad_are_torchs_with_the_papers_settings() -> None:
+    delta = build_optimizer(nn.Linear(4, 2), _cfg(optimizer="adadelta", lr=1.0))
+    assert isinstance(delta, torch.optim.Adadelta)
+    assert (delta.defaults["rho"], delta.defaults["eps"]) == (0.95, 1e-6)  # Kim (2014)
+    grad = build_optimizer(nn.Linear(4, 2), _cfg())
+    assert isinstance(grad, torch.optim.Adagrad) and grad.defaults["eps"] == 1e-10  # Torch7's
+    with pytest.raises(ValueError, match="adadelta, adagrad"):
+        build_optimizer(nn.Linear(4, 2), _cfg(optimizer="rmsprop"))
+
+
+def test_embeddings_by_plain_sgd_the_rest_by_the_optimizer() -> None:
+    """Tai et al. (2015): Adagrad with L2 on the network, plain SGD (no L2) on the vectors."""
+    torch.manual_seed(0)
+    model = _Tagger()
+    opt = build_optimizer(model, _cfg(embedding_lr=0.1))
+    assert isinstance(opt, Optimizers)
+    adagrad, sgd = opt.optimizers
+    [[vectors]] = [g["params"] for g in sgd.param_groups]
+    assert vectors is model.embedding.weight
+    assert all(p is not vectors for g in adagrad.param_groups for p in g["params"])
+    before = model.embedding.weight.detach().clone()
+    x = torch.tensor([0, 1, 1])
+    opt.zero_grad()
+    model(x).sum().backward()
+    grad = model.embedding.weight.grad.clone()
+    opt.step()
+    torch.testing.assert_close(model.embedding.weight.detach(), before - 0.1 * grad)
+    # the schedule scales each group from its own rate; a checkpoint restores both states
+    schedule = EpochSchedule(opt, _cfg(embedding_lr=0.1))
+    schedule.set_epoch(2)
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([0.05 * 0.25, 0.1 * 0.25])
+    again = build_optimizer(model, _cfg(embedding_lr=0.1))
+    again.load_state_dict(opt.state_dict())
+    assert torch.equal(again.optimizers[0].state_dict()["state"][0]["sum"],
+                       adagrad.state_dict()["state"][0]["sum"])
+    with pytest.raises(ValueError, match="trains no input embeddings"):
+        build_optimizer(nn.Linear(4, 2), _cfg(embedding_lr=0.1))

@@ -1,7 +1,7 @@
 """Table 2 (SST) judged against issue #18's targets and the paper's ordering, from runs'
 ``result.json`` files.
 
-    python -m knn.tools.sst_table RUNS [RUNS ...] [--out experiments/results/sst/full/judged]
+    python -m knn.tools.sst_table RUNS [RUNS ...] [--out experiments/results/sst/full/table2_judged]
 
 Every ``result.json`` below the given folders whose task is ``sst`` is one run. Runs are
 compared only with runs of the same protocol label (:func:`knn.tools.results.protocol`)

@@ -36,7 +36,9 @@ class TrainConfig:
     optimizer: str = "sgd"  # sgd | adam | adadelta | adagrad
     lr: float = 1.0
     momentum: float = 0.0
-    rho: float = 0.9  # adadelta's decay of its squared averages (Kim 2014: 0.95)
+    # adadelta's decay of its squared averages; None: torch's 0.9 (Kim 2014: 0.95). Null,
+    # not 0.9, so that runs of older code, which had no such key, compare as unchanged.
+    rho: Optional[float] = None
     # Plain SGD at this rate for the model's trained input embeddings, the rest by
     # `optimizer` (Tai et al. 2015); None: one optimizer for every parameter.
     embedding_lr: Optional[float] = None

@@ -65,7 +65,8 @@ def _optimizer(params: list[torch.Tensor], cfg: Any) -> torch.optim.Optimizer:
         return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                 fused=fused_update(params) or None)
     if cfg.optimizer == "adadelta":  # Kim (2014): rho 0.95, eps 1e-6, lr 1
-        return torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.rho, eps=1e-6,
+        rho = 0.9 if cfg.rho is None else cfg.rho  # None: torch's default
+        return torch.optim.Adadelta(params, lr=cfg.lr, rho=rho, eps=1e-6,
                                     weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adagrad":  # Tai et al. (2015), as Torch7's optim.adagrad (eps 1e-10)
         return torch.optim.Adagrad(params, lr=cfg.lr, eps=1e-10, weight_decay=cfg.weight_decay)

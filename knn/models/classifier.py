@@ -240,7 +240,8 @@ class BiLSTMClassifier(nn.Module):
                           if cfg.finetune_embeddings else _FixedEmbedding(vectors))
         self.rnn = nn.LSTM(vectors.shape[1], cfg.hidden, cfg.depth, bidirectional=not cfg.tied)
         self.drop = nn.Dropout(cfg.dropout)
-        self.drop_input = nn.Dropout(cfg.dropout if cfg.input_dropout is None else cfg.input_dropout)
+        self.drop_input = nn.Dropout(
+            cfg.dropout if cfg.input_dropout is None else cfg.input_dropout)
         self.out = nn.Linear(2 * cfg.hidden, cfg.n_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:

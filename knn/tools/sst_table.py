@@ -57,13 +57,21 @@ def vectors(run: dict[str, Any]) -> str:
     return ((run.get("extra") or {}).get("vectors") or {}).get("file") or "-"
 
 
-def settings(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
-    """Rows by variant, per (protocol, vector file): the runs that may be compared."""
+def _groups(runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The runs per (protocol, vector file), the runs that may be compared, sorted by key."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
         groups.setdefault((results.protocol(r), vectors(r)), []).append(r)
-    return {key: {row["variant"]: row for row in results.aggregate(members)}
-            for key, members in sorted(groups.items())}
+    return dict(sorted(groups.items()))
+
+
+def _rows(members: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["variant"]: row for row in results.aggregate(members)}
+
+
+def settings(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """Rows by variant, per (protocol, vector file)."""
+    return {key: _rows(members) for key, members in _groups(runs).items()}
 
 
 def target(rows: dict[str, dict[str, Any]], granularity: str) -> dict[str, Any] | None:
@@ -85,11 +93,13 @@ def ordering(rows: dict[str, dict[str, Any]], granularity: str) -> dict[str, Any
         other = rows.get(f"{model}_{granularity}")
         if gated is None or other is None:
             continue
-        means, stds = [gated["test_mean"], other["test_mean"]], [gated["test_std"], other["test_std"]]
+        means = [gated["test_mean"], other["test_mean"]]
+        stds = [gated["test_std"], other["test_std"]]
         checks.append({"baseline": model, "holds": means[0] > means[1],
                        "within_spread": results.within_spread(*means, stds),
                        "means": means, "stds": stds, "n_runs": [gated["n_runs"], other["n_runs"]]})
-    seeds = {m: (rows.get(f"{m}_{granularity}") or {}).get("n_runs", 0) for m in (GATED, *BASELINES)}
+    seeds = {m: (rows.get(f"{m}_{granularity}") or {}).get("n_runs", 0)
+             for m in (GATED, *BASELINES)}
     short = [f"{NAMES[m]} has {n} of {SEEDS} seeds" for m, n in seeds.items() if n < SEEDS]
     return {"granularity": granularity, "checks": checks, "short": short, "complete": not short,
             "holds": bool(checks) and all(c["holds"] for c in checks)}
@@ -119,8 +129,8 @@ def falls(run: dict[str, Any]) -> dict[str, Any] | None:
 def judge(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (protocol, vectors): targets, orderings and every run's falls."""
     judged = []
-    for (label, vecs), rows in settings(runs).items():
-        mine = [r for r in runs if (results.protocol(r), vectors(r)) == (label, vecs)]
+    for (label, vecs), mine in _groups(runs).items():
+        rows = _rows(mine)
         judged.append({
             "protocol": label, "vectors": vecs,
             "targets": [t for g in GRANULARITIES if (t := target(rows, g)) is not None],
@@ -128,10 +138,6 @@ def judge(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "falls": [f for r in sorted(mine, key=results.run_key) if (f := falls(r)) is not None],
         })
     return judged
-
-
-def _acc(x: float) -> str:
-    return f"{x:.2f}"
 
 
 def _side(model: str, c: dict[str, Any], i: int) -> str:
@@ -149,9 +155,10 @@ def _verdict(o: dict[str, Any]) -> str:
 def target_line(t: dict[str, Any]) -> str:
     verdict = "met" if t["met"] else f"missed by {t['gap']:.2f}" + (
         "" if t["n_runs"] >= SEEDS else f" so far ({t['n_runs']} of {SEEDS} seeds)")
-    return (f"- {t['granularity']}: best of {t['n_runs']} {_acc(t['best_test'])} (seed "
-            f"{t['best_seed']}) against ≥ {t['target']:.1f}: **{verdict}**; the best-dev "
-            f"run's test accuracy {_acc(t['selected_test'])} (seed {t['selected_seed']}).")
+    best, chosen = (results.fmt_metric("acc", t[k]) for k in ("best_test", "selected_test"))
+    return (f"- {t['granularity']}: best of {t['n_runs']} {best} (seed {t['best_seed']}) against "
+            f"≥ {t['target']:.1f}: **{verdict}**; the best-dev run's test accuracy {chosen} "
+            f"(seed {t['selected_seed']}).")
 
 
 def ordering_line(o: dict[str, Any]) -> str:
@@ -168,9 +175,9 @@ def falls_lines(found: list[dict[str, Any]]) -> list[str]:
     """The largest fall over the Kernel NN runs and over the baselines' runs, and every run
     the rule would have stopped."""
     lines = []
-    for title, keep in (("Kernel NN runs", lambda f: f["variant"].startswith(("gated_", "const_"))),
-                        ("baseline runs", lambda f: not f["variant"].startswith(("gated_", "const_")))):
-        mine = [f for f in found if keep(f)]
+    kernel_nn = [f["variant"].startswith((f"{GATED}_", "const_")) for f in found]
+    for title, wanted in (("Kernel NN runs", True), ("baseline runs", False)):
+        mine = [f for f, k in zip(found, kernel_nn) if k == wanted]
         if not mine:
             continue
         top = max(mine, key=lambda f: f["largest_fall"])
@@ -207,7 +214,8 @@ def markdown(judged: list[dict[str, Any]], level: int = 2) -> str:
 
 
 def collect(*roots: str | Path) -> list[dict[str, Any]]:
-    """Every SST run's ``result.json`` under ``roots`` (a root may be one file), with ``run_dir``."""
+    """Every SST run's ``result.json`` under ``roots`` (a root may be one file), with
+    ``run_dir``."""
     return results.select(results.collect(*roots), task="sst")
 
 

@@ -2,8 +2,9 @@
 
     python -m knn.tools.study STUDY_DIR [--base NAME] [--include RUN_DIR ...] [--out PREFIX]
 
-Every ``result.json`` below ``STUDY_DIR`` is one run; the run in the folder
-``NAME`` (default ``base``) is the reference. A run's factor is what its
+Every ``result.json`` below ``STUDY_DIR`` is one run, named by its folder's path below
+``STUDY_DIR``; the run named ``NAME`` (default ``base``; an included run's name, below,
+works too) is the reference. A run's factor is what its
 config changes from the base run's (:func:`knn.train.protocol.differences`,
 so seeds, threads, paths and checkpointing do not count), e.g.
 ``model.readout=sum``; an ensemble of runs (``python -m knn.tools.ensemble``) is
@@ -29,7 +30,8 @@ planned run is in) and no factor with fewer seeds still looks better (printed, a
 
 ``--include RUN_DIR`` (repeatable) adds runs from outside the study folder, e.g. a results
 tree's rows that differ from the base by one factor (Table 3's WLN seeds are the base with
-re-sampling on); they are named ``<parent>/<folder>`` (``wln/seed1``).
+re-sampling on); they are named ``<parent>/<folder>`` (``wln/seed1``). The base may be one of
+them: a study of one change to a Table row's seed keeps only the changed run.
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` and ``PREFIX.json`` (the rows with the
 table's provenance: command, commit, machine); it always prints the Markdown.
@@ -73,13 +75,15 @@ def rows(study_dir: str | Path, base_name: str = "base",
          include: tuple[str | Path, ...] = ()) -> list[dict[str, Any]]:
     """One dict per run below ``study_dir`` and in the ``include`` folders, best validation
     metric first."""
-    runs = results.collect(study_dir)
+    root = Path(study_dir).resolve()
+    runs = [{**r, "run": Path(r["run_dir"]).resolve().relative_to(root).as_posix()}
+            for r in results.collect(study_dir)]
     included = [{**r, "run": f"{Path(r['run_dir']).parent.name}/{Path(r['run_dir']).name}"}
                 for r in results.collect(*include)]
-    bases = [r for r in runs if Path(r["run_dir"]).name == base_name]
+    bases = [r for r in runs + included if r["run"] == base_name]
     if len(bases) != 1:
-        raise ConfigError(f"{study_dir}: expected one run in a folder named {base_name!r}, "
-                          f"found {len(bases)}")
+        raise ConfigError(f"{study_dir}: expected one run named {base_name!r} (a folder below it, "
+                          f"or an included run's <parent>/<folder>), found {len(bases)}")
     base = bases[0]
     metric = base["metric"]
     sign = 1.0 if results.higher_is_better(base["task"]) else -1.0
@@ -87,7 +91,7 @@ def rows(study_dir: str | Path, base_name: str = "base",
     for r in runs + included:
         throughput = ((r.get("extra") or {}).get("throughput") or {}).get("molecules_per_second")
         out.append({
-            "run": r.get("run", Path(r["run_dir"]).name),
+            "run": r["run"],
             "task": r["task"],
             "factor": factor(r, base),
             "changes": changes(r, base),
@@ -176,6 +180,11 @@ def select(summary: list[dict[str, Any]], complete: bool = False,
                (("judged", judged), ("pending", pending), ("screened_out", screened))}}
 
 
+def _signed(metric: str, change: float) -> str:
+    """A change of ``metric`` with its sign, in the metric's format (+0.0123 RMSE, +1.25 acc)."""
+    return ("-" if change < 0 else "+") + results.fmt_metric(metric, abs(change))
+
+
 def _seeds(seed: int | list[int] | None) -> str:
     return ",".join(map(str, seed)) if isinstance(seed, list) else str(seed)
 
@@ -191,7 +200,7 @@ def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
         cells = [row["run"], f"`{row['factor']}`"]
         cells += [results.fmt_metric(m, row[split][m]) if m in row[split] else "-"
                   for split in ("valid", "test") for m in names]
-        cells += [f"{row['valid_change']:+.4f}", f"{row['wall_seconds'] / 60:.1f}",
+        cells += [_signed(metric, row["valid_change"]), f"{row['wall_seconds'] / 60:.1f}",
                   "-" if row["molecules_per_second"] is None else f"{row['molecules_per_second']:.0f}",
                   str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12],
                   row["cpu_model"] or "-"]
@@ -216,7 +225,7 @@ def _factor_lines(summary: list[dict[str, Any]]) -> list[str]:
     for g in summary:
         cells = [f"`{g['factor']}`", str(g["n"]), _seeds(g["seeds"]),
                  results.pm(metric, *g["valid"][metric]),
-                 "-" if g["factor"] == "base" else f"{g['valid_change']:+.4f}",
+                 "-" if g["factor"] == "base" else _signed(metric, g["valid_change"]),
                  "-" if g["factor"] == "base" else spread[g["spread"]]]
         cells += [results.pm(m, *g["test"][m]) for m in names]
         cells.append("-" if g["molecules_per_second"] is None else f"{g['molecules_per_second']:.0f}")
@@ -252,7 +261,9 @@ def _selection_lines(summary: list[dict[str, Any]], complete: bool) -> list[str]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m knn.tools.study", description=__doc__.split("\n")[0])
     parser.add_argument("study_dir")
-    parser.add_argument("--base", default="base", help="folder name of the reference run (default: base)")
+    parser.add_argument("--base", default="base",
+                        help="the reference run: its folder below STUDY_DIR, or an included run's "
+                             "<parent>/<folder> (default: base)")
     parser.add_argument("--include", action="append", default=[], metavar="RUN_DIR",
                         help="a run (or tree of runs) from outside STUDY_DIR; repeatable")
     parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")

@@ -61,7 +61,7 @@ def test_each_row_names_the_cpu_it_ran_on(tmp_path: Path) -> None:
 def test_needs_exactly_one_base(tmp_path: Path, capsys) -> None:
     study(tmp_path)
     assert main([str(tmp_path), "--base", "nothing"]) == 1
-    assert "expected one run in a folder named 'nothing'" in capsys.readouterr().err
+    assert "expected one run named 'nothing'" in capsys.readouterr().err
     assert main([str(tmp_path), "--out", str(tmp_path / "table")]) == 0
     saved = json.loads((tmp_path / "table.json").read_text())
     assert saved["runs"][0]["run"] == "resample_off"
@@ -209,3 +209,17 @@ def test_mol_csv_trains_the_tuned_architecture_by_default(compose_cfg) -> None:
     paper = resolve_config(compose_cfg(["experiment=cep/wln"])).model
     assert OmegaConf.to_container(default) == OmegaConf.to_container(tuned)
     assert OmegaConf.to_container(tuned) != OmegaConf.to_container(paper)
+
+
+def test_the_base_may_be_an_included_run_and_nested_runs_keep_their_path(tmp_path: Path) -> None:
+    """A study of one change to a results tree's seed: the base is that included seed, and the
+    study's own run (``<change>/seed0``) is named by its path below the study folder."""
+    tree = tmp_path / "results" / "wln"
+    tree.mkdir(parents=True)
+    write_runs(tree, {"seed0": run("last", True, 0, 1.00, 1.10)})
+    (tmp_path / "study" / "readout_sum").mkdir(parents=True)
+    write_runs(tmp_path / "study" / "readout_sum", {"seed0": run("sum", True, 0, 0.97, 1.05)})
+    table = rows(tmp_path / "study", "wln/seed0", include=(tree / "seed0",))
+    factors = {r["run"]: r["factor"] for r in table}
+    assert factors == {"wln/seed0": "base", "readout_sum/seed0": "model.readout=sum"}
+    assert markdown(table).count("| -0.0300 |") == 1  # RMSE changes keep 4 decimals

@@ -80,6 +80,10 @@ def rows(study_dir: str | Path, base_name: str = "base",
             for r in results.collect(study_dir)]
     included = [{**r, "run": f"{Path(r['run_dir']).parent.name}/{Path(r['run_dir']).name}"}
                 for r in results.collect(*include)]
+    names = [r["run"] for r in runs + included]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"{study_dir}: two runs share the name {twice[0]!r}; give the study's "
+                          f"own run another folder name than the included <parent>/<folder>")
     bases = [r for r in runs + included if r["run"] == base_name]
     if len(bases) != 1:
         raise ConfigError(f"{study_dir}: expected one run named {base_name!r} (a folder below it, "

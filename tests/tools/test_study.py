@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from knn.errors import ConfigError
 from knn.tools.study import by_factor, changes, main, markdown, rows, select
 from knn.train.config import resolve_config
 
@@ -223,3 +224,5 @@ def test_the_base_may_be_an_included_run_and_nested_runs_keep_their_path(tmp_pat
     factors = {r["run"]: r["factor"] for r in table}
     assert factors == {"wln/seed0": "base", "readout_sum/seed0": "model.readout=sum"}
     assert markdown(table).count("| -0.0300 |") == 1  # RMSE changes keep 4 decimals
+    with pytest.raises(ConfigError, match="two runs share the name 'wln/seed0'"):
+        rows(tmp_path / "study", "wln/seed0", include=(tree / "seed0", tree / "seed0"))

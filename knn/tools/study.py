@@ -12,7 +12,8 @@ one row, ``ensemble of 3 (seeds 0,1,2)``. Per run: the factor, every validation 
 the run recorded, the change of the task's metric on validation against the
 base (the study selects on validation only; test is shown, never used to
 choose), wall time, training throughput (``extra.throughput``, where the task
-records it: molecules/s for the graph tasks), epochs, seed, commit and the CPU it ran on
+records it: molecules/s for the graph tasks), epochs, the best epoch, the parameter count,
+seed, commit and the CPU it ran on
 (throughputs from two machines do not compare). Rows
 follow the base's validation metric, best first.
 
@@ -107,6 +108,8 @@ def rows(study_dir: str | Path, base_name: str = "base",
             "wall_seconds": r["wall_seconds"],
             "molecules_per_second": throughput,
             "epochs": r.get("epochs"),
+            "best_epoch": r.get("best_epoch"),
+            "params": r.get("params"),
             "seed": r.get("seed"),
             "git_commit": r.get("git_commit"),
             "cpu_model": results.cpu_model(r),
@@ -198,7 +201,8 @@ def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
     names = sorted({k for row in table for k in row["valid"]})
     metric = table[0]["metric"] if table else ""
     head = (["run", "factor"] + [f"valid {m}" for m in names] + [f"test {m}" for m in names]
-            + [f"Δ valid {metric} vs base", "wall min", "molecules/s", "epochs", "seed", "commit", "CPU"])
+            + [f"Δ valid {metric} vs base", "wall min", "molecules/s", "epochs", "best epoch (from 0)", "params",
+               "seed", "commit", "CPU"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table:
         cells = [row["run"], f"`{row['factor']}`"]
@@ -206,8 +210,9 @@ def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
                   for split in ("valid", "test") for m in names]
         cells += [_signed(metric, row["valid_change"]), f"{row['wall_seconds'] / 60:.1f}",
                   "-" if row["molecules_per_second"] is None else f"{row['molecules_per_second']:.0f}",
-                  str(row["epochs"]), _seeds(row["seed"]), str(row["git_commit"])[:12],
-                  row["cpu_model"] or "-"]
+                  str(row["epochs"]), "-" if row["best_epoch"] is None else str(row["best_epoch"]),
+                  "-" if row["params"] is None else f"{row['params']:,}", _seeds(row["seed"]),
+                  str(row["git_commit"])[:12], row["cpu_model"] or "-"]
         lines.append("| " + " | ".join(cells) + " |")
     summary = by_factor(table)
     lines += _factor_lines(summary) + _selection_lines(summary, complete)

@@ -19,7 +19,7 @@ def run(readout: str, resample: bool, seed: int, valid: float, test: float) -> d
               "model": {"name": "wln", "readout": readout}}
     return {"task": "cep", "variant": "wln", "metric": "rmse", "seed": seed, "config": config,
             "metrics": {"valid": {"rmse": valid, "mae": valid / 2}, "test": {"rmse": test, "mae": test / 2}},
-            "wall_seconds": 1800.0, "epochs": 51, "git_commit": "abc",
+            "wall_seconds": 1800.0, "epochs": 51, "best_epoch": 13, "params": 12345, "git_commit": "abc",
             "command": f"python -m knn.train model.readout={readout}",
             "extra": {"throughput": {"molecules_per_second": 700.0}}}
 
@@ -48,15 +48,16 @@ def test_factors_are_config_changes_from_the_base_best_valid_first(tmp_path: Pat
     assert table[0]["valid_change"] == pytest.approx(0.95 - 1.03)
     text = markdown(table)
     assert "| readout_sum | `model.readout=sum` | 0.4950 | 0.9900 | 0.5500 | 1.1000 | -0.0400 |" in text
-    assert "| 30.0 | 700 | 51 | 0 | abc | - |" in text  # no CPU recorded
+    assert "| 30.0 | 700 | 51 | 13 | 12,345 | 0 | abc | - |" in text  # no CPU recorded
 
 
 def test_each_row_names_the_cpu_it_ran_on(tmp_path: Path) -> None:
-    """Throughputs from two machines do not compare, so every row says where it ran."""
+    """Throughputs from two machines do not compare, so every row says where it ran (after the
+    epochs, the best epoch and the parameter count)."""
     runs = {"base": run("last", True, 0, 1.03, 1.12), "readout_sum": run("sum", True, 0, 0.99, 1.10)}
     runs["readout_sum"]["machine"] = {"cpu_model": "Intel Xeon"}
     text = markdown(rows(write_runs(tmp_path, runs)))
-    assert "| 30.0 | 700 | 51 | 0 | abc | Intel Xeon |" in text
+    assert "| 30.0 | 700 | 51 | 13 | 12,345 | 0 | abc | Intel Xeon |" in text
 
 
 def test_needs_exactly_one_base(tmp_path: Path, capsys) -> None:

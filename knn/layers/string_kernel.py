@@ -132,6 +132,21 @@ class StringKernelLayer(nn.Module):
             if bias is not None:
                 nn.init.zeros_(bias)
 
+    def init_gate_jointly(self) -> None:
+        """Redraw the decay gate's W_λ and U_λ as one [x; h] block, uniform ±√(3/(d_in + d)).
+
+        The authors' SST code (their ``RecurrentLayer``) draws λ_t's weights this way;
+        :meth:`reset_parameters` draws each from its own fan-in (±√(3/d_in), ±√(3/d)).
+        Only for ``gated_xh`` decay, the one with both parts.
+        """
+        if self.weight_h is None:
+            raise ValueError(f"a joint gate init needs decay 'gated_xh', got {self.cfg.decay!r}")
+        bound = math.sqrt(3.0 / (self.d_in + self.d))
+        n, d = self.cfg.n, self.d
+        with torch.no_grad():
+            self.weight[n * d:(n + 1) * d].uniform_(-bound, bound)  # W_λ follows W^{(1..n)}
+            self.weight_h.uniform_(-bound, bound)
+
     def decay(self) -> Tensor | None:
         """λ as a (d,) vector for constant / learned decay, None when gated."""
         if self.decay_logit is not None:

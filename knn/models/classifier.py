@@ -33,6 +33,7 @@ of the outputs or the two final states.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
@@ -43,6 +44,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 
 POOLINGS = ("mean", "last")
+INITS = ("authors",)  # besides None: this library's default
 
 
 def _sst_kernel() -> StringKernelConfig:
@@ -68,10 +70,15 @@ class KernelClassifierConfig:
     dropout: float = 0.35  # on embeddings, between layers, on the pooled features
     pooling: str = "mean"  # per-layer masked mean over time, or the last real state
     kernel: StringKernelConfig = field(default_factory=_sst_kernel)
+    # None: each weight block from its own fan-in, torch's default for the output layer;
+    # "authors": as the authors' code draws them (see KernelClassifier.init_as_authors).
+    init: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {self.pooling!r}")
+        if self.init is not None and self.init not in INITS:
+            raise ValueError(f"init must be null or one of {INITS}, got {self.init!r}")
         for name in ("n_classes", "hidden", "depth"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -166,6 +173,19 @@ class KernelClassifier(nn.Module):
         )
         self.drop = nn.Dropout(cfg.dropout)
         self.out = nn.Linear(cfg.depth * cfg.hidden, cfg.n_classes, bias=False)
+        if cfg.init == "authors":
+            self.init_as_authors()
+
+    def init_as_authors(self) -> None:
+        """Redraw the two weights whose initial scale the authors' ``nn/initialization.py``
+        sets differently: each gated layer's W_λ and U_λ as one [x; h] block, ±√(3/(d_in + d))
+        (:meth:`StringKernelLayer.init_gate_jointly`), and the output W, ±√(3/(depth·d))
+        instead of torch's ±1/√(depth·d). Every other weight already matches theirs."""
+        for layer in self.layers:
+            if layer.weight_h is not None:
+                layer.init_gate_jointly()
+        bound = math.sqrt(3.0 / self.out.in_features)
+        nn.init.uniform_(self.out.weight, -bound, bound)
 
     def features(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """Concatenated per-layer summaries z (B, depth·d), before the output dropout."""

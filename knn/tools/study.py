@@ -201,8 +201,8 @@ def markdown(table: list[dict[str, Any]], complete: bool = False) -> str:
     names = sorted({k for row in table for k in row["valid"]})
     metric = table[0]["metric"] if table else ""
     head = (["run", "factor"] + [f"valid {m}" for m in names] + [f"test {m}" for m in names]
-            + [f"Δ valid {metric} vs base", "wall min", "molecules/s", "epochs", "best epoch (from 0)", "params",
-               "seed", "commit", "CPU"])
+            + [f"Δ valid {metric} vs base", "wall min", "molecules/s", "epochs", "best epoch (from 0)",
+               "params", "seed", "commit", "CPU"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in table:
         cells = [row["run"], f"`{row['factor']}`"]

@@ -170,9 +170,11 @@ def test_authors_init_draws_the_gate_jointly_and_the_output_from_its_fan_in():
     ±√(3/(depth·d)), as the authors' nn/initialization.py; the kernel's W^(1), W^(2) keep
     ±√(3/d_in). Without it, W_λ has its own fan-in's bound and the output torch's ±1/√(depth·d)."""
     d = 200
-    ours, theirs = (build_classifier(KernelClassifierConfig(init=init), vectors()) for init in (None, "authors"))
+    ours, theirs = (build_classifier(KernelClassifierConfig(init=init), vectors())
+                    for init in (None, "authors"))
+    joint = (3 / (D_IN + d)) ** 0.5
     for model, gate_x, gate_h, out in ((ours, (3 / D_IN) ** 0.5, (3 / d) ** 0.5, (1 / 600) ** 0.5),
-                                       (theirs, (3 / (D_IN + d)) ** 0.5, (3 / (D_IN + d)) ** 0.5, (3 / 600) ** 0.5)):
+                                       (theirs, joint, joint, (3 / 600) ** 0.5)):
         first = model.layers[0]
         assert 0.98 < _extent(first.weight[:2 * d], (3 / D_IN) ** 0.5) <= 1  # W^(1), W^(2)
         assert 0.98 < _extent(first.weight[2 * d:3 * d], gate_x) <= 1     # W_λ

@@ -50,15 +50,17 @@ from typing import Any
 from knn.errors import ConfigError
 from knn.io import write_json, write_text
 from knn.tools import results
-from knn.train.protocol import differences, flatten, format_value
+from knn.train.protocol import differences, flatten, format_value, upgrade
 from knn.train.provenance import provenance
 
 
 def changes(run: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
-    """What ``run``'s config changes from ``base``'s, as ``{dotted key: value}``."""
-    base_keys = flatten(base["config"])
+    """What ``run``'s config changes from ``base``'s, as ``{dotted key: value}``; keys renamed
+    since either run are read under today's names (:func:`knn.train.protocol.upgrade`)."""
+    run_cfg, base_cfg = upgrade(run["config"]), upgrade(base["config"])
+    base_keys = flatten(base_cfg)
     # A key the base's (older) code did not have yet, left null (off), changes nothing.
-    return {k: v for k, v in differences(run["config"], base["config"]) if k in base_keys or v is not None}
+    return {k: v for k, v in differences(run_cfg, base_cfg) if k in base_keys or v is not None}
 
 
 def factor(run: dict[str, Any], base: dict[str, Any]) -> str:

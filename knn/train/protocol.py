@@ -80,6 +80,36 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+_KERNEL_FIELDS = ("n", "mapping", "normalized", "output", "activation", "decay", "decay_value",
+                  "highway", "rnn_dropout")
+#: Model keys renamed by commit 11ddb37 (one model registry, #17), per ``model.name``: old key
+#: -> new key, dotted below ``model``. :func:`upgrade` reads a config written before it
+#: with today's names, so runs from both sides of the change compare key by key.
+RENAMED_MODEL_KEYS: dict[str, dict[str, str]] = {
+    "knn_sst": {"d_hidden": "hidden", **{k: f"kernel.{k}" for k in _KERNEL_FIELDS}},
+    "knn_lm": {"d": "hidden", **{k: f"kernel.{k}" for k in _KERNEL_FIELDS}},
+    "bilstm": {"d_hidden": "hidden"},
+    "kim_cnn": {"filters": "hidden"},
+    "lstm_lm": {"d": "hidden"},
+    "wl_kernel": {"iterations": "depth"},
+}
+
+
+def upgrade(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its model keys under today's names (:data:`RENAMED_MODEL_KEYS`); a
+    config that already uses them comes back equal. Pure: the input is not changed."""
+    model = dict(config.get("model") or {})
+    for old, new in RENAMED_MODEL_KEYS.get(model.get("name"), {}).items():
+        if old in model:
+            value = model.pop(old)
+            *parents, leaf = new.split(".")
+            node = model
+            for part in parents:
+                node[part] = node = dict(node.get(part) or {})
+            node[leaf] = value
+    return {**config, "model": model} if "model" in config else dict(config)
+
+
 def _under(key: str, roots: Iterable[str]) -> bool:
     """Whether ``key`` is one of ``roots`` or lies below one."""
     return any(key == r or key.startswith(r + ".") for r in roots)

@@ -227,3 +227,12 @@ def test_the_base_may_be_an_included_run_and_nested_runs_keep_their_path(tmp_pat
     assert markdown(table).count("| -0.0300 |") == 1  # RMSE changes keep 4 decimals
     with pytest.raises(ConfigError, match="two runs share the name 'wln/seed0'"):
         rows(tmp_path / "study", "wln/seed0", include=(tree / "seed0", tree / "seed0"))
+
+
+def test_a_base_from_before_a_key_rename_differs_only_in_what_changed():
+    """A Table row's seed written before 11ddb37 (``model.d_hidden``, flat kernel fields) as
+    the base of a later run: the factor is the later run's real change, not the renames."""
+    base = {"config": {"seed": 0, "model": {"name": "knn_sst", "d_hidden": 200, "decay": "gated_xh"}}}
+    run_cfg = {"seed": 0, "model": {"name": "knn_sst", "hidden": 200, "init": "authors",
+                                    "kernel": {"decay": "gated_xh"}}}
+    assert changes({"config": run_cfg}, base) == {"model.init": "authors"}

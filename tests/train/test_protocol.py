@@ -11,7 +11,7 @@ from hydra import initialize_config_dir
 
 from knn.train import loop
 from knn.train.config import CONF_DIR, reference_config
-from knn.train.protocol import (CUSTOM, FULL, SMOKE, differences, experiment_of,
+from knn.train.protocol import (CUSTOM, FULL, SMOKE, differences, experiment_of, upgrade,
                                 experiment_of_command, group_choices, protocol_label)
 
 EXPERIMENTS = ("ptb/gated_5m", "sst/gated_fine", "cep/wln")
@@ -220,3 +220,21 @@ def test_trainer_without_experiment_labels_against_its_group_choices(train_smoke
     monkeypatch.setattr(loop, "protocol_label", spy)
     train_smoke(tmp_path, "model=lstm_lm")
     assert seen == [(reference_config(None, ["model=lstm_lm"]), None)]
+
+
+def test_upgrade_reads_a_config_from_before_the_model_registry_under_todays_names():
+    """An SST run written before 11ddb37 (flat string-kernel fields, ``d_hidden``) and one
+    written after differ only where their values differ."""
+    old = {"seed": 0, "model": {"name": "knn_sst", "d_hidden": 200, "n": 2, "decay": "gated_xh",
+                                "rnn_dropout": 0.1}}
+    new = {"seed": 0, "model": {"name": "knn_sst", "hidden": 200, "init": None,
+                                "kernel": {"n": 2, "decay": "gated_xh", "rnn_dropout": 0.2}}}
+    assert upgrade(old) == {"seed": 0, "model": {"name": "knn_sst", "hidden": 200, "kernel": {
+        "n": 2, "decay": "gated_xh", "rnn_dropout": 0.1}}}
+    assert old["model"]["d_hidden"] == 200  # the input is left as it was
+    assert upgrade(new) == new
+    assert differences(upgrade(new), upgrade(old)) == [("model.init", None),
+                                                       ("model.kernel.rnn_dropout", 0.2)]
+    assert upgrade({"model": {"name": "wl_kernel", "iterations": 3}}) == {
+        "model": {"name": "wl_kernel", "depth": 3}}
+    assert upgrade({"task": {"name": "sst"}}) == {"task": {"name": "sst"}}  # no model: nothing to do

@@ -104,8 +104,9 @@ def upgrade(config: dict[str, Any]) -> dict[str, Any]:
             value = model.pop(old)
             *parents, leaf = new.split(".")
             node = model
-            for part in parents:
-                node[part] = node = dict(node.get(part) or {})
+            for part in parents:  # copied on the way down: the input's dicts stay as they were
+                node[part] = dict(node.get(part) or {})
+                node = node[part]
             node[leaf] = value
     return {**config, "model": model} if "model" in config else dict(config)
 

@@ -80,6 +80,9 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+# StringKernelConfig's fields as they were when they moved under ``model.kernel``: a frozen
+# list, not read from the class (fields added since were never flat, and this module stays
+# free of torch).
 _KERNEL_FIELDS = ("n", "mapping", "normalized", "output", "activation", "decay", "decay_value",
                   "highway", "rnn_dropout")
 #: Model keys renamed by commit 11ddb37 (one model registry, #17), per ``model.name``: old key

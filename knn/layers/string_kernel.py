@@ -41,6 +41,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from knn.ops.dropout import bernoulli
 from knn.ops.linear import linear
 from knn.ops.recurrence import ACTIVATIONS, RecurrenceSpec, string_kernel_recurrence
 
@@ -90,7 +91,7 @@ class KernelState(NamedTuple):
 
 def _variational_mask(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor:
     """One Bernoulli mask per sequence, scaled by 1/(1-p) (Gal & Ghahramani 2016)."""
-    return like.new_empty(shape).bernoulli_(1 - p).div_(1 - p)
+    return bernoulli(like, shape, 1 - p).div_(1 - p)
 
 
 class StringKernelLayer(nn.Module):

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+from knn.ops.dropout import Dropout
 
 POOLINGS = ("mean", "last")
 INITS = ("authors",)  # besides None: this library's default
@@ -171,7 +172,7 @@ class KernelClassifier(nn.Module):
             StringKernelLayer(d_in if l == 0 else cfg.hidden, cfg.hidden, cfg.layer_kernel(l))
             for l in range(cfg.depth)
         )
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.out = nn.Linear(cfg.depth * cfg.hidden, cfg.n_classes, bias=False)
         if cfg.init == "authors":
             self.init_as_authors()
@@ -219,7 +220,7 @@ class KimCNN(nn.Module):
         self.convs = nn.ModuleList(
             nn.Conv1d(d_in, cfg.hidden, w, padding=w - 1) for w in cfg.widths
         )
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.out = nn.Linear(len(cfg.widths) * cfg.hidden, cfg.n_classes)
 
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
@@ -259,8 +260,8 @@ class BiLSTMClassifier(nn.Module):
         self.embedding = (nn.Embedding.from_pretrained(vectors.detach().clone(), freeze=False)
                           if cfg.finetune_embeddings else _FixedEmbedding(vectors))
         self.rnn = nn.LSTM(vectors.shape[1], cfg.hidden, cfg.depth, bidirectional=not cfg.tied)
-        self.drop = nn.Dropout(cfg.dropout)
-        self.drop_input = nn.Dropout(
+        self.drop = Dropout(cfg.dropout)
+        self.drop_input = Dropout(
             cfg.dropout if cfg.input_dropout is None else cfg.input_dropout)
         self.out = nn.Linear(2 * cfg.hidden, cfg.n_classes)
 

@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from knn.featurize.graph import BatchMolGraph
 from knn.layers.wl import WLConfig, WLKernelNet
 from knn.models.heads import RegressionHead
+from knn.ops.dropout import Dropout
 
 
 @dataclass
@@ -84,7 +85,7 @@ class WLNRegressor(nn.Module):
         self.cfg = cfg
         self.encoder = WLKernelNet(*feature_dims(cfg), cfg.wl())
         self.head = RegressionHead(cfg.hidden, cfg.hidden)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
 
     def forward(self, graph: BatchMolGraph) -> Tensor:
         h_G, _ = self.encoder(graph)  # (G, hidden)

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from knn.layers.string_kernel import KernelState, StringKernelConfig, StringKernelNet
+from knn.ops.dropout import Dropout
 from knn.ops.linear import Linear
 
 LSTMState = tuple[Tensor, Tensor]  # (h, c), each (depth, B, d)
@@ -67,7 +68,7 @@ class _TiedLM(nn.Module):
         super().__init__()
         self.d = d
         self.embedding = nn.Embedding(vocab_size, d)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         # knn.ops.linear: oneDNN on CPU for both models, as nn.LSTM's own kernels are.
         self.decoder = Linear(d, vocab_size)
         if tie:

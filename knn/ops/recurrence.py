@@ -218,7 +218,8 @@ def _build(device_type: str):
     cpp_extension.load(
         # The ISA is part of the name so a cached build never runs on a CPU without it.
         name=f"knn_string_kernel_cpu_{isa}_{digest}",
-        sources=[str(_CSRC / "string_kernel_cpu.cpp")],
+        # One library for both CPU ops: the scan, and the Bernoulli sampler of knn.ops.dropout.
+        sources=[str(_CSRC / "string_kernel_cpu.cpp"), str(_CSRC / "bernoulli_cpu.cpp")],
         # -ffast-math lets gcc vectorize exp() (glibc libmvec); compile-only, so the
         # process-wide flush-to-zero of crtfastmath.o is never linked in.
         # -fno-finite-math-only keeps NaN and inf meaning what they mean: a

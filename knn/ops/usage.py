@@ -1,8 +1,9 @@
 """Which implementation the dispatching ops actually ran, for a run's provenance.
 
 :func:`knn.ops.recurrence.string_kernel_recurrence` and
-:func:`knn.ops.linear.linear` each pick their implementation per call (the
-fused op or the PyTorch reference; oneDNN or ``F.linear``). A build that
+:func:`knn.ops.linear.linear` and :func:`knn.ops.dropout.bernoulli` each pick their implementation per call (the
+fused op or the PyTorch reference; oneDNN or ``F.linear``; our sampler or
+torch's ``bernoulli_``). A build that
 fails falls back silently apart from one warning, so every result records
 what really ran: :func:`ops_report` gives, per op, ``True`` (the fast path
 ran at least once), ``False`` (only the fallback ran) or ``None`` (the op was
@@ -19,7 +20,11 @@ from collections import Counter
 _calls: Counter[str] = Counter()
 
 #: op -> (its fast path, its fallback), the names passed to :func:`record`.
-OPS = {"fused_scan": ("fused_scan", "reference_scan"), "onednn": ("onednn", "aten_linear")}
+OPS = {
+    "fused_scan": ("fused_scan", "reference_scan"),
+    "onednn": ("onednn", "aten_linear"),
+    "fused_bernoulli": ("fused_bernoulli", "torch_bernoulli"),
+}
 
 
 def record(path: str) -> None:

@@ -24,7 +24,7 @@ def check_provenance(record: dict, command: str) -> None:
     assert set(record["machine"]) == {"cpu_model", "logical_cores", "torch_threads"}
     assert record["machine"]["cpu_model"] and record["machine"]["logical_cores"] >= 1
     assert record["machine"]["torch_threads"] >= 1
-    assert {"fused_scan", "onednn", "fused_build_errors"} <= set(record["ops"])
+    assert {"fused_scan", "onednn", "fused_bernoulli", "fused_build_errors"} <= set(record["ops"])
 
 
 def test_smoke_run_result_carries_provenance(train_smoke, tmp_path) -> None:

@@ -220,8 +220,9 @@ def _build(device_type: str):
         name=f"knn_string_kernel_cpu_{isa}_{digest}",
         # One library for both CPU ops: the scan, and the Bernoulli sampler of knn.ops.dropout.
         sources=[str(_CSRC / "string_kernel_cpu.cpp"), str(_CSRC / "bernoulli_cpu.cpp")],
-        # -ffast-math lets gcc vectorize exp() (glibc libmvec); compile-only, so the
-        # process-wide flush-to-zero of crtfastmath.o is never linked in.
+        # -ffast-math lets gcc vectorize (exp through glibc's libmvec, declared in the
+        # source); compile-only, so the process-wide flush-to-zero of crtfastmath.o is
+        # never linked in.
         # -fno-finite-math-only keeps NaN and inf meaning what they mean: a
         # diverged run must produce a NaN loss, not quietly clamped zeros.
         extra_cflags=["-O3", "-ffast-math", "-fno-finite-math-only", "-fopenmp", *isa_flags],

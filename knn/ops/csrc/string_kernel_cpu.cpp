@@ -16,6 +16,15 @@
 #include <algorithm>
 #include <vector>
 
+// glibc declares the vector forms of exp (libmvec) only under __FAST_MATH__, which
+// -fno-finite-math-only (recurrence.py's build flags) leaves undefined. Declaring them
+// here lets gcc vectorize the sigmoids; libmvec's exp is within 4 ulp of the scalar one
+// and keeps inf and NaN.
+extern "C" {
+__attribute__((__simd__("notinbranch"))) float expf(float) noexcept;
+__attribute__((__simd__("notinbranch"))) double exp(double) noexcept;
+}
+
 namespace {
 
 using namespace knn;
@@ -25,8 +34,40 @@ constexpr int64_t kGrain = 4096;  // elements of work below which a thread is no
 // Rows (batch items) per parallel task, for rows of `work` elements each.
 inline int64_t row_grain(int64_t work) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(work, 1)); }
 
-// One row (t, b) of the forward scan. Loops run over the contiguous hidden
-// index i so the compiler vectorizes them; `tmp` holds 2 d-wide scratch rows.
+// y = act(x) over one row; the switch sits outside the loops so that each vectorizes.
+template <typename T>
+void act_row(const T* x, T* y, int64_t d, int64_t act) {
+  switch (act) {
+    case kTanh: for (int64_t i = 0; i < d; ++i) y[i] = std::tanh(x[i]); break;
+    case kRelu: for (int64_t i = 0; i < d; ++i) y[i] = x[i] < T(0) ? T(0) : x[i]; break;
+    case kSigmoid: for (int64_t i = 0; i < d; ++i) y[i] = sigm(x[i]); break;
+    default: std::copy(x, x + d, y);
+  }
+}
+
+// dy[i] *= d act / d x at x[i] (y = act(x)), over one row.
+template <typename T>
+void act_grad_row(const T* x, const T* y, T* dy, int64_t d, int64_t act) {
+  switch (act) {
+    case kTanh: for (int64_t i = 0; i < d; ++i) dy[i] *= T(1) - y[i] * y[i]; break;
+    case kRelu: for (int64_t i = 0; i < d; ++i) dy[i] *= x[i] <= T(0) ? T(0) : T(1); break;  // NaN passes, as torch
+    case kSigmoid: for (int64_t i = 0; i < d; ++i) dy[i] *= y[i] * (T(1) - y[i]); break;
+    default: break;
+  }
+}
+
+// c_new = λ ⊙ c_old + a ⊙ in(i), a = 1 - λ (normalized) or 1, over one row.
+template <typename T, typename Input>
+inline void decay_add_row(bool norm, const T* lam, const T* c_old, T* c_new, int64_t d, Input in) {
+  if (norm)
+    for (int64_t i = 0; i < d; ++i) c_new[i] = lam[i] * c_old[i] + (T(1) - lam[i]) * in(i);
+  else
+    for (int64_t i = 0; i < d; ++i) c_new[i] = lam[i] * c_old[i] + in(i);
+}
+
+// One row (t, b) of the forward scan. Each loop runs over the contiguous hidden
+// index i with no branch inside, so gcc vectorizes it (sigmoid's exp included,
+// through glibc's vector math); `tmp` holds 2 d-wide scratch rows.
 template <typename T>
 void row_forward(const Spec& s, const Buffers<T>& p, int64_t t, int64_t b, T* tmp) {
   const int64_t d = s.d, n = s.n, row = t * s.B + b;
@@ -42,51 +83,68 @@ void row_forward(const Spec& s, const Buffers<T>& p, int64_t t, int64_t b, T* tm
     return;
   }
   const T* u = p.proj + row * s.K * d;  // block k at u + k * d
-  T* lam_buf = tmp;
-  T* sum = tmp + d;
+  T* sum = tmp;
+  T* y = tmp + d;
   const T* lam = p.decay;
   if (s.gated) {
     const T* g = u + s.lam_idx * d;
-    const T* r = s.xh ? p.r + b * d : nullptr;
-    T* saved = p.lam_all + row * d;
-    for (int64_t i = 0; i < d; ++i) {
-      const T l = sigm(g[i] + p.bias[i] + (r ? r[i] : T(0)));
-      lam_buf[i] = l;
-      saved[i] = l;
+    T* lam_t = p.lam_all + row * d;  // saved for backward
+    if (s.xh) {
+      const T* r = p.r + b * d;
+      for (int64_t i = 0; i < d; ++i) lam_t[i] = sigm(g[i] + p.bias[i] + r[i]);
+    } else {
+      for (int64_t i = 0; i < d; ++i) lam_t[i] = sigm(g[i] + p.bias[i]);
     }
-    lam = lam_buf;
+    lam = lam_t;
   }
-  std::fill(sum, sum + d, T(0));
   // Descending j: c_{j-1}[t-1] is read before row j-1 is overwritten (they are distinct rows anyway).
   for (int64_t j = n - 1; j >= 0; --j) {
-    const T* cj = c_old + j * d;
     const T* uj = u + j * d;
     const T* prev = c_old + (j - 1) * d;
     T* cn = c_new + j * d;
-    for (int64_t i = 0; i < d; ++i) {
-      const T a = s.norm ? T(1) - lam[i] : T(1);
-      const T in = j == 0 ? uj[i] : (s.mult ? prev[i] * uj[i] : prev[i] + uj[i]);
-      cn[i] = lam[i] * cj[i] + a * in;
-    }
-    if (s.out_sum || j == n - 1)
-      for (int64_t i = 0; i < d; ++i) sum[i] += cn[i];
+    if (j == 0)
+      decay_add_row(s.norm, lam, c_old, cn, d, [&](int64_t i) { return uj[i]; });
+    else if (s.mult)
+      decay_add_row(s.norm, lam, c_old + j * d, cn, d, [&](int64_t i) { return prev[i] * uj[i]; });
+    else
+      decay_add_row(s.norm, lam, c_old + j * d, cn, d, [&](int64_t i) { return prev[i] + uj[i]; });
   }
-  const T* fpre = u + s.f_idx * d;
-  const T* carry = s.carry_in_proj ? u + s.p_idx * d : (s.highway ? p.carry + row * d : nullptr);
-  const T* m = s.has_hmask ? p.hmask + b * d : nullptr;
-  for (int64_t i = 0; i < d; ++i) {
-    T h = act_fwd(sum[i], s.act);
-    if (s.highway) {
-      if (m) h *= m[i];
-      const T f = sigm(fpre[i] + p.bias[d + i]);
-      h = f * h + (T(1) - f) * carry[i];
+  std::copy(c_new + (n - 1) * d, c_new + n * d, sum);
+  if (s.out_sum)  // c_n + c_{n-1} + ... + c_1, in that order
+    for (int64_t j = n - 2; j >= 0; --j)
+      for (int64_t i = 0; i < d; ++i) sum[i] += c_new[j * d + i];
+  act_row(sum, y, d, s.act);
+  if (s.highway) {
+    const T* fpre = u + s.f_idx * d;
+    const T* carry = s.carry_in_proj ? u + s.p_idx * d : p.carry + row * d;
+    if (s.has_hmask) {
+      const T* m = p.hmask + b * d;
+      for (int64_t i = 0; i < d; ++i) y[i] *= m[i];
     }
-    h_new[i] = h;
-    out[i] = h;
+    for (int64_t i = 0; i < d; ++i) {
+      const T f = sigm(fpre[i] + p.bias[d + i]);
+      y[i] = f * y[i] + (T(1) - f) * carry[i];
+    }
+  }
+  std::copy(y, y + d, h_new);
+  std::copy(y, y + d, out);
+}
+
+// The highway's backward over one row, h = f ⊙ y_in + (1 - f) ⊙ carry: dh is dL/dh on
+// entry and dL/dy_in on return. The rows are distinct; restrict (honoured by gcc on
+// parameters only) spares it more run-time overlap checks than it is willing to emit.
+template <typename T>
+void highway_grad_row(int64_t d, const T* __restrict f, const T* __restrict y_in, const T* __restrict carry,
+                      T* __restrict dh, T* __restrict df_pre, T* __restrict dcarry) {
+  for (int64_t i = 0; i < d; ++i) {
+    const T g = dh[i];
+    df_pre[i] = g * (y_in[i] - carry[i]) * f[i] * (T(1) - f[i]);
+    dcarry[i] = g * (T(1) - f[i]);
+    dh[i] = g * f[i];
   }
 }
 
-// One row (t, b) of the backward scan; `tmp` holds 3 d-wide scratch rows.
+// One row (t, b) of the backward scan; `tmp` holds 5 d-wide scratch rows.
 template <typename T>
 void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t t, int64_t b, T* tmp) {
   const int64_t d = s.d, n = s.n, row = t * s.B + b;
@@ -102,30 +160,34 @@ void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t
   T* sum = tmp;
   T* ds = tmp + d;
   T* dlam = tmp + 2 * d;
+  T* y = tmp + 3 * d;
+  T* y_m = tmp + 4 * d;
 
   std::fill(sum, sum + d, T(0));
   for (int64_t j = 0; j < n; ++j)
     if (s.out_sum || j == n - 1)
       for (int64_t i = 0; i < d; ++i) sum[i] += c_new[j * d + i];
-  const T* fpre = u + s.f_idx * d;
-  const T* carry = s.carry_in_proj ? u + s.p_idx * d : (s.highway ? p.carry + row * d : nullptr);
-  T* dcarry = s.carry_in_proj ? du + s.p_idx * d : (s.highway ? g.d_carry + row * d : nullptr);
-  T* dfpre = du + s.f_idx * d;
-  const T* m = s.has_hmask ? p.hmask + b * d : nullptr;
-  for (int64_t i = 0; i < d; ++i) {
-    const T dh = d_out[i] + dh_rec[i];
-    const T y = act_fwd(sum[i], s.act);
-    T dy = dh;
-    if (s.highway) {
-      const T mi = m ? m[i] : T(1);
-      const T f = sigm(fpre[i] + p.bias[d + i]);
-      dfpre[i] = dh * (y * mi - carry[i]) * f * (T(1) - f);
-      dcarry[i] = dh * (T(1) - f);
-      dy = dh * f * mi;
+  act_row(sum, y, d, s.act);
+  for (int64_t i = 0; i < d; ++i) ds[i] = d_out[i] + dh_rec[i];  // dL/dh[t]
+  std::fill(dh_rec, dh_rec + d, T(0));  // the (x, h) gate adds its share after the step
+  if (s.highway) {
+    const T* fpre = u + s.f_idx * d;
+    const T* carry = s.carry_in_proj ? u + s.p_idx * d : p.carry + row * d;
+    T* dcarry = s.carry_in_proj ? du + s.p_idx * d : g.d_carry + row * d;
+    T* dfpre = du + s.f_idx * d;
+    const T* m = s.has_hmask ? p.hmask + b * d : nullptr;
+    T* f = dlam;  // scratch until dlam is computed below
+    for (int64_t i = 0; i < d; ++i) f[i] = sigm(fpre[i] + p.bias[d + i]);
+    const T* y_in = y;  // what the highway mixed in: y ⊙ m
+    if (m) {
+      for (int64_t i = 0; i < d; ++i) y_m[i] = y[i] * m[i];
+      y_in = y_m;
     }
-    ds[i] = dy * act_bwd(sum[i], y, s.act);
-    dh_rec[i] = T(0);  // the (x, h) gate adds its share after the step
+    highway_grad_row(d, f, y_in, carry, ds, dfpre, dcarry);
+    if (m)
+      for (int64_t i = 0; i < d; ++i) ds[i] *= m[i];
   }
+  act_grad_row(sum, y, ds, d, s.act);  // ds: dL/d(sum)
   // dc[j] becomes dL/dc_j[t] (adding the output's share) ...
   for (int64_t j = 0; j < n; ++j)
     if (s.out_sum || j == n - 1)
@@ -221,14 +283,14 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
     Grads<scalar_t> g = grads<scalar_t>(d_out, dc, dh, d_proj, d_carry, d_lam_part);
     if (!s.xh) {
       at::parallel_for(0, s.B, row_grain(s.d * s.T), [&](int64_t lo, int64_t hi) {
-        std::vector<scalar_t> tmp(3 * s.d);
+        std::vector<scalar_t> tmp(5 * s.d);
         for (int64_t t = s.T - 1; t >= 0; --t)
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
       });
     } else {
       for (int64_t t = s.T - 1; t >= 0; --t) {
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
-          std::vector<scalar_t> tmp(3 * s.d);
+          std::vector<scalar_t> tmp(5 * s.d);
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
         });
         // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.

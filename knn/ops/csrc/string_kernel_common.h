@@ -87,6 +87,7 @@ struct Buffers {
   T* lam_all;  // (T, B, d) λ_t, saved for backward (gated only)
   T* out;      // (T, B, d)
   const T* r;  // (B, d) U (h[t-1] ⊙ m) for the current step (xh only)
+  T* hm;       // (B, d) h[t] ⊙ m, the next step's input to U (CPU, xh with a mask only)
 };
 
 // Gradients that are written per element; reductions over (t, b) happen after.
@@ -116,6 +117,7 @@ Buffers<T> buffers(const at::Tensor& proj, const at::Tensor& carry, const at::Te
   p.lam_all = lam_all.numel() ? lam_all.data_ptr<T>() : nullptr;
   p.out = out.numel() ? out.data_ptr<T>() : nullptr;
   p.r = nullptr;
+  p.hm = nullptr;
   return p;
 }
 

@@ -18,8 +18,8 @@
 
 // glibc declares the vector forms of exp (libmvec) only under __FAST_MATH__, which
 // -fno-finite-math-only (recurrence.py's build flags) leaves undefined. Declaring them
-// here lets gcc vectorize the sigmoids; libmvec's exp is within 4 ulp of the scalar one
-// and keeps inf and NaN.
+// here lets gcc vectorize the sigmoids; libmvec's exp differs from the scalar one by a
+// few ulp at most and keeps inf and NaN (tests/ops/test_recurrence.py checks both).
 extern "C" {
 __attribute__((__simd__("notinbranch"))) float expf(float) noexcept;
 __attribute__((__simd__("notinbranch"))) double exp(double) noexcept;
@@ -34,7 +34,8 @@ constexpr int64_t kGrain = 4096;  // elements of work below which a thread is no
 // Rows (batch items) per parallel task, for rows of `work` elements each.
 inline int64_t row_grain(int64_t work) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(work, 1)); }
 
-// y = act(x) over one row; the switch sits outside the loops so that each vectorizes.
+// y = act(x) over one row: act_fwd of string_kernel_common.h, with the switch outside
+// the loops so that each vectorizes.
 template <typename T>
 void act_row(const T* x, T* y, int64_t d, int64_t act) {
   switch (act) {
@@ -45,7 +46,7 @@ void act_row(const T* x, T* y, int64_t d, int64_t act) {
   }
 }
 
-// dy[i] *= d act / d x at x[i] (y = act(x)), over one row.
+// dy[i] *= d act / d x at x[i] (y = act(x)) over one row: act_bwd, vectorizable.
 template <typename T>
 void act_grad_row(const T* x, const T* y, T* dy, int64_t d, int64_t act) {
   switch (act) {
@@ -80,7 +81,7 @@ void row_forward(const Spec& s, const Buffers<T>& p, int64_t t, int64_t b, T* tm
     std::copy(c_old, c_old + n * d, c_new);
     std::copy(h_old, h_old + d, h_new);
     std::fill(out, out + d, T(0));
-    return;
+    return;  // p.hm's row already holds h_old ⊙ m
   }
   const T* u = p.proj + row * s.K * d;  // block k at u + k * d
   T* sum = tmp;
@@ -128,6 +129,11 @@ void row_forward(const Spec& s, const Buffers<T>& p, int64_t t, int64_t b, T* tm
   }
   std::copy(y, y + d, h_new);
   std::copy(y, y + d, out);
+  if (p.hm) {
+    const T* m = p.hmask + b * d;
+    T* hm = p.hm + b * d;
+    for (int64_t i = 0; i < d; ++i) hm[i] = y[i] * m[i];
+  }
 }
 
 // The highway's backward over one row, h = f ⊙ y_in + (1 - f) ⊙ carry: dh is dL/dh on
@@ -148,7 +154,11 @@ void highway_grad_row(int64_t d, const T* __restrict f, const T* __restrict y_in
 template <typename T>
 void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t t, int64_t b, T* tmp) {
   const int64_t d = s.d, n = s.n, row = t * s.B + b;
-  if (s.has_mask && p.mask[row] < T(0.5)) return;  // state passed through untouched
+  if (s.has_mask && p.mask[row] < T(0.5)) {  // state passed through untouched, no gradient
+    std::fill(g.d_proj + row * s.K * d, g.d_proj + (row + 1) * s.K * d, T(0));
+    if (g.d_carry) std::fill(g.d_carry + row * d, g.d_carry + (row + 1) * d, T(0));
+    return;
+  }
   const T* c_old = p.c_all + row * n * d;
   const T* c_new = p.c_all + (row + s.B) * n * d;
   const T* u = p.proj + row * s.K * d;
@@ -248,13 +258,13 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
           for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
       });
     } else {
-      at::Tensor h_in = proj.new_empty({s.B, s.d});
+      // h[t-1] ⊙ m, written by row_forward for the next step (no product of its own per step).
+      at::Tensor h_in = s.has_hmask ? h0 * h_mask : at::Tensor();
+      if (s.has_hmask) p.hm = h_in.data_ptr<scalar_t>();
       at::Tensor wt = weight_h.t();
       for (int64_t t = 0; t < s.T; ++t) {
-        at::Tensor h_prev = h_all.select(0, t);
-        if (s.has_hmask) h_prev = at::mul_out(h_in, h_prev, h_mask);  // h[t-1] ⊙ m
         // Functional mm (not mm_out) so torch's FlopCounterMode sees it.
-        const at::Tensor r = at::mm(h_prev, wt);
+        const at::Tensor r = at::mm(s.has_hmask ? h_in : h_all.select(0, t), wt);
         p.r = r.data_ptr<scalar_t>();
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(2 * s.d);
@@ -272,8 +282,9 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
                                  at::Tensor h_mask, at::Tensor c_all, at::Tensor h_all, at::Tensor lam_all,
                                  int64_t n, bool mult, bool norm, bool out_sum, int64_t act, bool highway) {
   const Spec s = make_spec(proj, carry, decay, weight_h, mask, h_mask, n, mult, norm, out_sum, act, highway);
-  at::Tensor d_proj = at::zeros_like(proj);
-  at::Tensor d_carry = carry.numel() ? at::zeros_like(carry) : proj.new_empty({0});
+  // Every row writes all of its gradient blocks; padded rows zero theirs (row_backward).
+  at::Tensor d_proj = at::empty_like(proj);
+  at::Tensor d_carry = carry.numel() ? at::empty_like(carry) : proj.new_empty({0});
   at::Tensor dc = d_c_last.clone();
   at::Tensor dh = d_h_last.clone();
   at::Tensor d_lam_part = at::zeros({s.B, s.d}, proj.options());

@@ -14,11 +14,12 @@ state back. So the masks, everything after them, and every later draw from
 the generator are unchanged, bit for bit (``tests/ops/test_dropout.py`` checks
 both against torch and against NumPy's MT19937).
 
-Where the op is not used, :func:`bernoulli` is ``new_empty(shape).bernoulli_(q)``
-itself: CUDA and other devices, dtypes other than float32/float64, a
-non-contiguous input to :func:`dropout`, or the fused ops off (``KNN_FUSED=0``) or unbuilt. On a torch that
-hands CPU Bernoulli draws to MKL (its build's choice on some Intel CPUs) the
-masks follow the same law but not MKL's stream.
+:func:`bernoulli` falls back to ``new_empty(shape).bernoulli_(q)`` itself on
+CUDA and other devices, for dtypes other than float32/float64, and with the
+fused ops off (``KNN_FUSED=0``) or unbuilt; :func:`dropout` leaves
+non-contiguous inputs to ``F.dropout``. A torch build may hand CPU Bernoulli
+draws to MKL instead (on some Intel CPUs); there our masks, drawn from the
+mt19937 stream, follow the same law but differ from torch's.
 
 :func:`dropout` and :class:`Dropout` compute what ``F.dropout`` and
 ``nn.Dropout`` compute, in the same operations (mask, then ``div_(q)``, then

@@ -1,13 +1,13 @@
 """Which implementation the dispatching ops actually ran, for a run's provenance.
 
-:func:`knn.ops.recurrence.string_kernel_recurrence` and
-:func:`knn.ops.linear.linear` and :func:`knn.ops.dropout.bernoulli` each pick their implementation per call (the
-fused op or the PyTorch reference; oneDNN or ``F.linear``; our sampler or
-torch's ``bernoulli_``). A build that
-fails falls back silently apart from one warning, so every result records
-what really ran: :func:`ops_report` gives, per op, ``True`` (the fast path
-ran at least once), ``False`` (only the fallback ran) or ``None`` (the op was
-never called, e.g. an LSTM has no string-kernel scan).
+:func:`knn.ops.recurrence.string_kernel_recurrence`, :func:`knn.ops.linear.linear`
+and :func:`knn.ops.dropout.bernoulli` each pick their implementation per call
+(the fused op or the PyTorch reference; oneDNN or ``F.linear``; our sampler or
+torch's ``bernoulli_``). A build that fails falls back silently apart from one
+warning, so every result records what really ran: :func:`ops_report` gives,
+per op, ``True`` (the fast path ran at least once), ``False`` (only the
+fallback ran) or ``None`` (the op was never called, e.g. an LSTM has no
+string-kernel scan).
 
 The tally is per process and only grows; a tool measuring one model in a
 process that ran others calls :func:`reset` first.

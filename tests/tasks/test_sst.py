@@ -109,6 +109,34 @@ def test_smoke_losses_cover_every_experiment() -> None:
     assert sorted(SMOKE_LOSSES) == sorted(experiment_names("sst"))
 
 
+def test_sst_smoke_metrics_unchanged_by_the_fused_cpu_ops(compose_cfg, tmp_path, sst_fixture_mirror,
+                                                           monkeypatch, require_fused) -> None:
+    """Issue #18's speed-ups change no result beyond rounding: an SST smoke run with the
+    fused scan and dropout sampler (knn.ops) and one with the PyTorch reference scan and
+    torch's bernoulli_ give the same losses and metrics (rel. 1e-4)."""
+    from knn.ops import recurrence, usage
+
+    require_fused("cpu")
+
+    def smoke(name: str) -> dict:
+        args = ["experiment=sst/gated_fine", "debug=smoke", "device=cpu", "threads=1", "seed=0",
+                "task.phrases=false", f"task.data.mirror={sst_fixture_mirror}",
+                f"task.data.cache_dir={tmp_path}", f"run_dir={tmp_path / name}"]
+        return train(compose_cfg(args), overrides=args)
+
+    usage.reset()  # the tally is per process: count each run's calls alone
+    fused = smoke("fused")
+    monkeypatch.setattr(recurrence, "fused_available", lambda device_type="cpu": False)
+    usage.reset()
+    reference = smoke("reference")
+    assert fused["ops"]["fused_scan"] and fused["ops"]["fused_bernoulli"]
+    assert reference["ops"]["fused_scan"] is False and reference["ops"]["fused_bernoulli"] is False
+    assert fused["steps"] == reference["steps"] > 0
+    assert fused["health"]["train_loss"] == pytest.approx(reference["health"]["train_loss"], rel=1e-4)
+    for split in ("valid", "test"):
+        assert fused["metrics"][split] == pytest.approx(reference["metrics"][split], rel=1e-4)
+
+
 #: The sizes SMOKE_LOSSES were recorded at where they differ from debug=smoke's.
 SMOKE_SIZES = {"sst/kim_cnn_fine": ["model.hidden=4"], "sst/kim_cnn_binary": ["model.hidden=4"],
                "sst/kim_cnn_kim2014_fine": ["model.hidden=4"],

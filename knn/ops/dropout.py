@@ -47,13 +47,11 @@ def bernoulli(like: Tensor, shape: tuple[int, ...], q: float) -> Tensor:
 
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """``F.dropout(x, p, training)``, with the mask from :func:`bernoulli` on CPU."""
-    if not training or p == 0.0 or x.device.type != "cpu" or not x.is_contiguous():
-        # torch fills a strided input's mask in memory order; only contiguous ones match ours
+    if not training or not 0.0 < p < 1.0 or x.device.type != "cpu" or not x.is_contiguous():
+        # torch's own cases (nothing or everything dropped, a bad p, another device), and
+        # strided inputs: torch fills their mask in memory order, which only matches ours
+        # for contiguous ones
         return F.dropout(x, p, training)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    if p == 1.0:
-        return x * 0.0
     q = 1.0 - p
     return x * bernoulli(x, tuple(x.shape), q).div_(q)
 

@@ -34,26 +34,36 @@ constexpr int64_t kGrain = 4096;  // elements of work below which a thread is no
 // Rows (batch items) per parallel task, for rows of `work` elements each.
 inline int64_t row_grain(int64_t work) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(work, 1)); }
 
-// y = act(x) over one row: act_fwd of string_kernel_common.h, with the switch outside
-// the loops so that each vectorizes.
+// y = act(x) and dy *= d act / d x (y = act(x)) over one row, through act_fwd / act_bwd of
+// string_kernel_common.h. The activation is a template argument, so each loop has no
+// branch inside and vectorizes; act_row / act_grad_row dispatch on it once per row.
+template <typename T, int64_t A>
+void act_row_as(const T* x, T* y, int64_t d) {
+  for (int64_t i = 0; i < d; ++i) y[i] = act_fwd(x[i], A);
+}
+
+template <typename T, int64_t A>
+void act_grad_row_as(const T* x, const T* y, T* dy, int64_t d) {
+  for (int64_t i = 0; i < d; ++i) dy[i] *= act_bwd(x[i], y[i], A);
+}
+
 template <typename T>
 void act_row(const T* x, T* y, int64_t d, int64_t act) {
   switch (act) {
-    case kTanh: for (int64_t i = 0; i < d; ++i) y[i] = std::tanh(x[i]); break;
-    case kRelu: for (int64_t i = 0; i < d; ++i) y[i] = x[i] < T(0) ? T(0) : x[i]; break;
-    case kSigmoid: for (int64_t i = 0; i < d; ++i) y[i] = sigm(x[i]); break;
+    case kTanh: act_row_as<T, kTanh>(x, y, d); break;
+    case kRelu: act_row_as<T, kRelu>(x, y, d); break;
+    case kSigmoid: act_row_as<T, kSigmoid>(x, y, d); break;
     default: std::copy(x, x + d, y);
   }
 }
 
-// dy[i] *= d act / d x at x[i] (y = act(x)) over one row: act_bwd, vectorizable.
 template <typename T>
 void act_grad_row(const T* x, const T* y, T* dy, int64_t d, int64_t act) {
   switch (act) {
-    case kTanh: for (int64_t i = 0; i < d; ++i) dy[i] *= T(1) - y[i] * y[i]; break;
-    case kRelu: for (int64_t i = 0; i < d; ++i) dy[i] *= x[i] <= T(0) ? T(0) : T(1); break;  // NaN passes, as torch
-    case kSigmoid: for (int64_t i = 0; i < d; ++i) dy[i] *= y[i] * (T(1) - y[i]); break;
-    default: break;
+    case kTanh: act_grad_row_as<T, kTanh>(x, y, dy, d); break;
+    case kRelu: act_grad_row_as<T, kRelu>(x, y, dy, d); break;
+    case kSigmoid: act_grad_row_as<T, kSigmoid>(x, y, dy, d); break;
+    default: break;  // identity: dy unchanged
   }
 }
 

@@ -293,23 +293,45 @@ class Batch:
         return Batch(self.tokens.to(device), self.mask.to(device), self.labels.to(device))
 
 
-def make_batch(examples: Sequence[Example], vocab: Vocab, pad_id: int = 0) -> Batch:
-    """Encode and right-pad ``examples``::
+@dataclass(frozen=True, eq=False)
+class EncodedExamples:
+    """Examples as vocabulary ids, encoded once: ``ids[i]`` (L_i,) long, ``labels`` (N,) long."""
 
-        tokens[:, b] = ids of sentence b, then pad_id up to the longest
-        mask[t, b]   = t < len(sentence b)
+    ids: list[Tensor]
+    labels: Tensor
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def encode_examples(examples: Sequence[Example], vocab: Vocab) -> EncodedExamples:
+    """Each example's token ids, and the labels (a training set is encoded once, not per batch)."""
+    if any(len(e.tokens) < 1 for e in examples):
+        raise ValueError("every example needs at least one token")
+    return EncodedExamples([torch.tensor(vocab.encode(e.tokens), dtype=torch.long) for e in examples],
+                           torch.tensor([e.label for e in examples], dtype=torch.long))
+
+
+def collate(encoded: EncodedExamples, index: Sequence[int], pad_id: int = 0) -> Batch:
+    """The examples ``index`` of ``encoded``, right-padded::
+
+        tokens[:, b] = ids of example index[b], then pad_id up to the longest
+        mask[t, b]   = t < len(example index[b])
     """
+    if not len(index):
+        raise ValueError("a batch needs at least one example")
+    ids = [encoded.ids[i] for i in index]
+    tokens = torch.nn.utils.rnn.pad_sequence(ids, padding_value=pad_id)  # (T, B)
+    lengths = torch.tensor([len(x) for x in ids])
+    mask = torch.arange(tokens.shape[0]).unsqueeze(1) < lengths.unsqueeze(0)  # (T, B)
+    return Batch(tokens, mask, encoded.labels[torch.tensor(index, dtype=torch.long)])
+
+
+def make_batch(examples: Sequence[Example], vocab: Vocab, pad_id: int = 0) -> Batch:
+    """Encode and right-pad ``examples`` (:func:`collate` of all of them)."""
     if not examples:
         raise ValueError("make_batch needs at least one example")
-    lengths = torch.tensor([len(e.tokens) for e in examples])
-    if int(lengths.min()) < 1:
-        raise ValueError("every example needs at least one token")
-    tokens = torch.full((int(lengths.max()), len(examples)), pad_id, dtype=torch.long)
-    for b, e in enumerate(examples):
-        tokens[: len(e.tokens), b] = torch.tensor(vocab.encode(e.tokens), dtype=torch.long)
-    mask = torch.arange(tokens.shape[0]).unsqueeze(1) < lengths.unsqueeze(0)  # (T, B)
-    labels = torch.tensor([e.label for e in examples], dtype=torch.long)
-    return Batch(tokens, mask, labels)
+    return collate(encode_examples(examples, vocab), range(len(examples)), pad_id)
 
 
 def bucket_batches(

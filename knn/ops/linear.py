@@ -1,15 +1,21 @@
-"""Dense products y = x Wᵀ + b whose CPU float32 GEMMs run through oneDNN.
+"""Dense products y = x Wᵀ + b, each on the CPU library that is faster for it here.
 
-Why this exists: ``torch.nn.functional.linear`` on CPU calls MKL's sgemm,
-which on AMD processors does not take its AVX-512 path (on an AVX-512 AMD EPYC
-it reaches about the AVX2 limit). oneDNN (the library behind ``nn.LSTM``'s CPU
-kernels) does, and runs the PTB shapes' products about 2x faster at fp32 accuracy (``python -m knn.tools.bench``, section "linear";
-``experiments/bench/layers.md``). Leaving our GEMMs on MKL while the LSTM
-baseline gets oneDNN would compare libraries, not architectures.
+Why this exists: on CPU, ``torch.nn.functional.linear`` calls MKL's sgemm,
+and how fast that is depends on the processor. On an AVX-512 AMD EPYC (Zen 4)
+MKL does not take its AVX-512 path and reaches about the AVX2 limit; oneDNN
+(the library behind ``nn.LSTM``'s CPU kernels) does take it, and ran the PTB
+shapes' products about 2x faster (``experiments/bench/layers.md``). On an
+AMD EPYC without AVX-512 (Zen 3) it is the other way round: MKL's AVX2 sgemm
+beat oneDNN's on every SST-shape product, by 1.0-1.4x, and took an SST
+training step from 16.7 to 14.5 ms (``experiments/bench/sst_epoch/README.md``,
+2026-12-01). Leaving our GEMMs on the slower library while the LSTM baseline
+gets its fastest kernels would compare libraries, not architectures.
 
 Dispatch, in :func:`linear`: float32 CPU tensors go to oneDNN when torch has
-it and ``KNN_ONEDNN`` is not ``"0"``; everything else (CUDA, float64, a torch
-without oneDNN) goes to ``F.linear``. The product is the same either way::
+it and the CPU has AVX-512 (torch's ``get_cpu_capability()``); everything
+else (CUDA, float64, an AVX2 CPU, a torch without oneDNN) goes to
+``F.linear``. ``KNN_ONEDNN=1`` / ``0`` force either choice. The product is the
+same either way, up to float rounding::
 
     forward   Y  = X Wᵀ + b          X (M, K), W (N, K), b (N,)
     backward  dX = dY W              (M, N) x (N, K)
@@ -42,6 +48,15 @@ def _onednn_op():
 _LINEAR = _onednn_op()
 
 
+def onednn_preferred() -> bool:
+    """Whether CPU float32 products go to oneDNN here: ``KNN_ONEDNN`` if set ("1" or "0"),
+    else whether the CPU has AVX-512 (see the module docstring for the measurements)."""
+    forced = os.environ.get("KNN_ONEDNN")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return torch.backends.cpu.get_cpu_capability() == "AVX512"
+
+
 def onednn_enabled(x: Tensor) -> bool:
     """True when :func:`linear` sends ``x``'s products to oneDNN."""
     return (
@@ -49,7 +64,7 @@ def onednn_enabled(x: Tensor) -> bool:
         and x.device.type == "cpu"
         and x.dtype == torch.float32
         and x.numel() > 0
-        and os.environ.get("KNN_ONEDNN", "1") != "0"
+        and onednn_preferred()
     )
 
 

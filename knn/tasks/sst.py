@@ -50,7 +50,10 @@ from knn.data.sst import (
     SST_FILES,
     Batch,
     Example,
+    EncodedExamples,
     bucket_batches,
+    collate,
+    encode_examples,
     make_batch,
     phrase_examples,
     read_trees,
@@ -152,6 +155,7 @@ class SentimentClassification:
         self.seed = seed
         self.n_classes = NUM_CLASSES[cfg.granularity]
         self.train: list[Example] = []
+        self.train_ids: EncodedExamples | None = None  # self.train encoded, once
         self.eval_batches: dict[str, list[Batch]] = {}
         self.embeddings: Embeddings | None = None
         self._order: tuple[int, list[list[int]]] | None = None  # (epoch, index batches)
@@ -178,6 +182,7 @@ class SentimentClassification:
                  len(evals["valid"]), len(evals["test"]), v.path or DEFAULT_VECTORS,
                  self.embeddings.coverage.summary())
         vocab = self.embeddings.vocab
+        self.train_ids = encode_examples(self.train, vocab)
         for split, examples in evals.items():
             index = bucket_batches([len(e.tokens) for e in examples], cfg.eval_batch_size)
             self.eval_batches[split] = [
@@ -217,9 +222,8 @@ class SentimentClassification:
         (the whole batch and 1 in one process; 0: a stand-in for an empty part)."""
         ids = self._batches(epoch)[index]
         part, scale = dist.split_batch(len(ids))
-        assert self.embeddings is not None
-        batch = make_batch([self.train[i] for i in ids[part]], self.embeddings.vocab)
-        return batch.to(self.device), scale
+        assert self.train_ids is not None, "setup() first"
+        return collate(self.train_ids, ids[part]).to(self.device), scale
 
     def training_step(self, model: nn.Module, batch: tuple[Batch, float]) -> StepResult:
         b, scale = batch

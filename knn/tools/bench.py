@@ -6,8 +6,9 @@ Each case times forward + backward of one layer (median over ``reps`` after
 warm-up) next to nn.LSTM and nn.GRU of the same width and the layer's own
 input-projection GEMM alone (``floor_ms``: the part no recurrence can avoid).
 A second section times the models' dense products (``LINEAR_SHAPES``) through
-aten's ``F.linear`` and through :func:`knn.ops.linear.linear`, which the
-layers use. Ratios, not absolute times, are what carry across machines.
+aten's ``F.linear`` (MKL), through oneDNN, and through
+:func:`knn.ops.linear.linear`, which the layers use and which picks one of the
+two by the CPU. Ratios, not absolute times, are what carry across machines.
 
 The JSON (and a Markdown table beside it) goes to ``outputs/bench/layers.json``,
 outside version control; ``--record`` writes the committed measurement,
@@ -31,6 +32,7 @@ from torch import nn
 from knn.io import write_json, write_text
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 from knn.ops import usage
+from knn.ops import linear as linear_ops
 from knn.ops.linear import linear, onednn_enabled
 from knn.ops.recurrence import fused_available
 from knn.train.provenance import provenance
@@ -39,8 +41,10 @@ from knn.train.provenance import provenance
 SCRATCH_DIR, RECORD_DIR = Path("outputs/bench"), Path("experiments/bench")
 
 SHAPES = {"ptb": (35, 20, 355), "sst": (50, 32, 200)}  # (T, B, width)
-# Products of a PTB 5m training step (batch 32 x BPTT 35 rows): (M, K, N) of x (M, K) Wᵀ, W (N, K).
-LINEAR_SHAPES = {"ptb_decoder": (1120, 355, 10000), "ptb_projection": (1120, 355, 1065)}
+# (M, K, N) of x (M, K) Wᵀ, W (N, K): products of a PTB 5m training step (batch 32 x BPTT 35
+# rows) and of an SST gated_fine step (232 tokens per batch on average; 50-d GloVe inputs).
+LINEAR_SHAPES = {"ptb_decoder": (1120, 355, 10000), "ptb_projection": (1120, 355, 1065),
+                 "sst_layer1": (232, 50, 600), "sst_layer2": (232, 200, 600)}
 VARIANTS = {
     "n1_gated_x_highway": StringKernelConfig(n=1, decay="gated_x", highway=True),
     "n1_gated_xh_highway": StringKernelConfig(n=1, decay="gated_xh", highway=True),
@@ -101,18 +105,29 @@ def linear_fwd_bwd(fn: Callable, x: torch.Tensor, w: torch.Tensor) -> Callable[[
 
 
 def run_linear(reps: int) -> list[dict]:
-    """Forward + backward of x Wᵀ through aten (``F.linear``) and :func:`knn.ops.linear.linear`."""
+    """Forward + backward of x Wᵀ through aten (``F.linear``), oneDNN (where torch has it) and
+    :func:`knn.ops.linear.linear`, which runs one of the two (``knn_library``)."""
     cases = []
+    library = "onednn" if onednn_enabled(torch.ones(1)) else "aten"
     for name, (M, K, N) in LINEAR_SHAPES.items():
         x, w = torch.randn(M, K, requires_grad=True), torch.randn(N, K, requires_grad=True)
-        ms = time_ms({"aten": linear_fwd_bwd(nn.functional.linear, x, w), "knn": linear_fwd_bwd(linear, x, w)}, reps)
+        steps = {"aten": linear_fwd_bwd(nn.functional.linear, x, w), "knn": linear_fwd_bwd(linear, x, w)}
+        if linear_ops._LINEAR is not None:
+            steps["onednn"] = linear_fwd_bwd(lambda a, b: linear_ops._OneDNNLinear.apply(a, b, None), x, w)
+        ms = time_ms(steps, reps)
+        onednn_ms = ms.get("onednn")
         cases.append({
             "product": name, "M": M, "K": K, "N": N,
-            "aten_ms": round(ms["aten"], 3), "knn_ms": round(ms["knn"], 3),
+            "aten_ms": round(ms["aten"], 3),
+            "onednn_ms": None if onednn_ms is None else round(onednn_ms, 3),
+            "knn_ms": round(ms["knn"], 3), "knn_library": library,
             "ratio_aten_vs_knn": round(ms["aten"] / ms["knn"], 3),
+            "ratio_aten_vs_onednn": None if onednn_ms is None else round(ms["aten"] / onednn_ms, 3),
             "knn_gflops": round(6 * M * K * N / ms["knn"] / 1e6, 1),
         })
-        print(f"linear {name:15s} aten {ms['aten']:7.2f} ms  knn {ms['knn']:7.2f} ms  aten/knn {ms['aten'] / ms['knn']:5.2f}x",
+        versus = "" if onednn_ms is None else \
+            f"  onednn {onednn_ms:7.2f} ms  aten/onednn {ms['aten'] / onednn_ms:5.2f}x"
+        print(f"linear {name:15s} aten {ms['aten']:7.2f} ms{versus}  knn ({library}) {ms['knn']:7.2f} ms",
               flush=True)
     return cases
 
@@ -190,13 +205,16 @@ def to_markdown(result: dict) -> str:
         "",
         f"Products x Wᵀ, forward + backward (knn.ops.linear: oneDNN {result['onednn_linear']}):",
         "",
-        "| product (M, K, N) | aten F.linear ms | knn linear ms | aten / knn | knn GFLOP/s |",
-        "|---|---|---|---|---|",
+        "| product (M, K, N) | aten F.linear ms | oneDNN ms | aten / oneDNN | knn linear ms | knn GFLOP/s |",
+        "|---|---|---|---|---|---|",
     ]
     for c in result["linear"]:
+        onednn = "n/a | n/a" if c.get("onednn_ms") is None else \
+            f"{c['onednn_ms']:.2f} | {c['ratio_aten_vs_onednn']:.2f}x"
         lines.append(
-            f"| {c['product']} ({c['M']}, {c['K']}, {c['N']}) | {c['aten_ms']:.2f} | {c['knn_ms']:.2f} "
-            f"| {c['ratio_aten_vs_knn']:.2f}x | {c['knn_gflops']:.1f} |"
+            f"| {c['product']} ({c['M']}, {c['K']}, {c['N']}) | {c['aten_ms']:.2f} | {onednn} "
+            f"| {c['knn_ms']:.2f} ({c.get('knn_library', 'onednn' if result['onednn_linear'] else 'aten')}) "
+            f"| {c['knn_gflops']:.1f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -15,6 +15,8 @@ from knn.data.sst import (
     Tree,
     binary_label,
     bucket_batches,
+    collate,
+    encode_examples,
     load_sst,
     make_batch,
     normalize_token,
@@ -146,6 +148,24 @@ def test_make_batch_pads_time_major():
     assert batch.tokens.tolist() == [[2, 3], [3, 0], [1, 0]]
     assert batch.mask.tolist() == [[True, True], [True, False], [True, False]]
     assert batch.labels.tolist() == [1, 0]
+
+
+def test_collate_of_encoded_examples_is_the_batch_of_those_examples():
+    vocab = Vocab(["<pad>", "<unk>", "a", "b", "c"])
+    examples = [Example(tuple("abc"[: 1 + i % 3]) + ("zzz",) * (i % 2), i % 5) for i in range(9)]
+    encoded = encode_examples(examples, vocab)
+    assert len(encoded) == 9
+    for index in ([4, 0, 7], [8], [2, 2, 5, 1]):
+        got = collate(encoded, index)
+        want = make_batch([examples[i] for i in index], vocab)
+        assert got.tokens.dtype == torch.long and got.mask.dtype == torch.bool
+        for field in ("tokens", "mask", "labels"):
+            assert torch.equal(getattr(got, field), getattr(want, field)), field
+    assert collate(encoded, [5]).tokens.tolist() == [[2], [3], [4], [1]]  # "a b c zzz": zzz is <unk>
+    with pytest.raises(ValueError, match="at least one"):
+        collate(encoded, [])
+    with pytest.raises(ValueError, match="at least one token"):
+        encode_examples([Example((), 0)], vocab)
 
 
 def test_bucket_batches_cover_every_index_once():

@@ -1,4 +1,5 @@
-"""knn.ops.linear computes F.linear, routes CPU float32 through oneDNN, and counts its FLOPs."""
+"""knn.ops.linear computes F.linear, routes CPU float32 through oneDNN on AVX-512 CPUs (or when
+forced), and counts its FLOPs."""
 import pytest
 import torch
 from torch import nn
@@ -7,6 +8,12 @@ from torch.utils.flop_counter import FlopCounterMode
 from knn.ops import linear as L
 
 needs_onednn = pytest.mark.skipif(L._LINEAR is None, reason="this torch build has no oneDNN linear op")
+
+
+@pytest.fixture
+def onednn_on(monkeypatch):
+    """The oneDNN path, whatever this CPU would choose."""
+    monkeypatch.setenv("KNN_ONEDNN", "1")
 
 
 def draw(shape_x, n_out, bias, seed=0):
@@ -27,7 +34,7 @@ def grads_of(fn, x, w, b, dy):
 @needs_onednn
 @pytest.mark.parametrize("shape_x", [(7, 5), (4, 3, 6), (1, 9)])
 @pytest.mark.parametrize("bias", [True, False])
-def test_values_and_gradients_equal_a_float64_product(shape_x, bias):
+def test_values_and_gradients_equal_a_float64_product(shape_x, bias, onednn_on):
     x, w, b = draw(shape_x, 11, bias)
     assert L.onednn_enabled(x)
     dy = torch.randn(*shape_x[:-1], 11, generator=torch.Generator().manual_seed(1))
@@ -42,7 +49,7 @@ def test_values_and_gradients_equal_a_float64_product(shape_x, bias):
 
 
 @needs_onednn
-def test_strided_input_gives_the_same_product():
+def test_strided_input_gives_the_same_product(onednn_on):
     x, w, b = draw((6, 4), 3, True)
     xt = x.t().contiguous().t()  # same values, column-major strides
     assert not xt.is_contiguous()
@@ -50,7 +57,7 @@ def test_strided_input_gives_the_same_product():
 
 
 @needs_onednn
-def test_float32_cpu_products_go_through_onednn(monkeypatch):
+def test_float32_cpu_products_go_through_onednn(monkeypatch, onednn_on):
     calls = []
 
     def spy(*args):
@@ -80,13 +87,27 @@ def test_other_inputs_fall_back_to_f_linear(monkeypatch, case):
 
 
 @needs_onednn
-def test_flop_counter_sees_the_onednn_products():
+def test_flop_counter_sees_the_onednn_products(onednn_on):
     x, w, b = draw((8, 6), 5, True)
     x.requires_grad_()
     w.requires_grad_()
     with FlopCounterMode(display=False) as counter:
         L.linear(x, w, b).sum().backward()
     assert counter.get_total_flops() == 3 * 2 * 8 * 6 * 5  # forward, dX and dW products
+
+
+@pytest.mark.parametrize("capability, forced, want", [
+    ("AVX512", None, True), ("AVX2", None, False), ("DEFAULT", None, False),
+    ("AVX2", "1", True), ("AVX512", "0", False),
+])
+def test_onednn_is_chosen_on_avx512_cpus_unless_forced(monkeypatch, capability, forced, want):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    if forced is None:
+        monkeypatch.delenv("KNN_ONEDNN", raising=False)
+    else:
+        monkeypatch.setenv("KNN_ONEDNN", forced)
+    assert L.onednn_preferred() is want
+    assert L.onednn_enabled(torch.ones(2, 3)) is (want and L._LINEAR is not None)
 
 
 def test_linear_module_is_a_drop_in_nn_linear():

@@ -33,6 +33,10 @@ def test_run_reports_every_case_with_consistent_ratios(tiny, tmp_path):
     (product,) = result["linear"]
     assert (product["M"], product["K"], product["N"]) == (128, 64, 96)
     assert product["ratio_aten_vs_knn"] == pytest.approx(product["aten_ms"] / product["knn_ms"], rel=0.05)
+    assert product["knn_library"] == ("onednn" if result["onednn_linear"] else "aten")
+    if product["onednn_ms"] is not None:
+        assert product["ratio_aten_vs_onednn"] == pytest.approx(
+            product["aten_ms"] / product["onednn_ms"], rel=0.05)
     assert "| tiny_product (128, 64, 96) |" in table
     out = tmp_path / "layers.json"
     write_json(result, out)

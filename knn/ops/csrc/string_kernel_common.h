@@ -99,6 +99,7 @@ struct Grads {
   T* d_proj;       // (T, B, K, d)
   T* d_carry;      // (T, B, d)
   T* d_lam_part;   // (B, d) Σ_t dL/dλ (constant / learned decay)
+  T* dg_all;       // (T, B, d) dL/dg_t again, contiguous, or null (CPU, xh only: feeds dU)
 };
 
 template <typename T>
@@ -131,22 +132,26 @@ Grads<T> grads(const at::Tensor& d_out, at::Tensor& dc, at::Tensor& dh, at::Tens
   g.d_proj = d_proj.data_ptr<T>();
   g.d_carry = d_carry.numel() ? d_carry.data_ptr<T>() : nullptr;
   g.d_lam_part = d_lam_part.data_ptr<T>();
+  g.dg_all = nullptr;
   return g;
 }
 
 // After the backward scan: the gradients of the biases, the decay and U, as
 // reductions of the per-step gradients over time and batch. Returns the
 // backward op's full result {d_proj, d_carry, d_decay, d_bias, d_wh, dc, dh}.
+// `d_wh`, when defined, is dU already computed by the caller (the CPU op, from its
+// contiguous buffers); otherwise it is computed here.
 inline std::vector<at::Tensor> finish_backward(const Spec& s, const at::Tensor& d_proj,
                                                const at::Tensor& d_carry, const at::Tensor& d_lam_part,
                                                const at::Tensor& bias, const at::Tensor& h_all,
                                                const at::Tensor& h_mask, const at::Tensor& dc,
-                                               const at::Tensor& dh) {
+                                               const at::Tensor& dh, at::Tensor d_wh = at::Tensor()) {
   at::Tensor d_bias = at::zeros_like(bias);
   if (s.gated) d_bias.select(0, 0).copy_(d_proj.select(2, s.lam_idx).sum(at::IntArrayRef{0, 1}));
   if (s.highway) d_bias.select(0, 1).copy_(d_proj.select(2, s.f_idx).sum(at::IntArrayRef{0, 1}));
   at::Tensor d_decay = s.gated ? d_proj.new_empty({0}) : d_lam_part.sum(0);
-  at::Tensor d_wh = d_proj.new_empty({0});
+  if (d_wh.defined()) return {d_proj, d_carry, d_decay, d_bias, d_wh, dc, dh};
+  d_wh = d_proj.new_empty({0});
   if (s.xh) {
     // dU = Σ_t dg_tᵀ (h[t-1] ⊙ m): one GEMM over all steps.
     at::Tensor dg_all = d_proj.select(2, s.lam_idx).reshape({s.T * s.B, s.d});

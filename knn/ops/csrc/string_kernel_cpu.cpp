@@ -167,6 +167,7 @@ void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t
   if (s.has_mask && p.mask[row] < T(0.5)) {  // state passed through untouched, no gradient
     std::fill(g.d_proj + row * s.K * d, g.d_proj + (row + 1) * s.K * d, T(0));
     if (g.d_carry) std::fill(g.d_carry + row * d, g.d_carry + (row + 1) * d, T(0));
+    if (g.dg_all) std::fill(g.dg_all + row * d, g.dg_all + (row + 1) * d, T(0));
     return;
   }
   const T* c_old = p.c_all + row * n * d;
@@ -242,6 +243,7 @@ void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t
   if (s.gated) {
     T* dg = du + s.lam_idx * d;
     for (int64_t i = 0; i < d; ++i) dg[i] = dlam[i] * lam[i] * (T(1) - lam[i]);
+    if (g.dg_all) std::copy(dg, dg + d, g.dg_all + row * d);
   } else {
     T* acc = g.d_lam_part + b * d;
     for (int64_t i = 0; i < d; ++i) acc[i] += dlam[i];
@@ -272,10 +274,13 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
       at::Tensor h_in = s.has_hmask ? h0 * h_mask : at::Tensor();
       if (s.has_hmask) p.hm = h_in.data_ptr<scalar_t>();
       at::Tensor wt = weight_h.t();
+      // One (B, d) buffer for every step's product: a fresh one per step cost more than
+      // the product's arithmetic at SST's sizes. mm_out is a dispatcher op, so torch's
+      // FlopCounterMode still sees it.
+      at::Tensor r = proj.new_empty({s.B, s.d});
+      p.r = r.data_ptr<scalar_t>();
       for (int64_t t = 0; t < s.T; ++t) {
-        // Functional mm (not mm_out) so torch's FlopCounterMode sees it.
-        const at::Tensor r = at::mm(s.has_hmask ? h_in : h_all.select(0, t), wt);
-        p.r = r.data_ptr<scalar_t>();
+        at::mm_out(r, s.has_hmask ? h_in : h_all.select(0, t), wt);
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(2 * s.d);
           for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
@@ -298,6 +303,7 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
   at::Tensor dc = d_c_last.clone();
   at::Tensor dh = d_h_last.clone();
   at::Tensor d_lam_part = at::zeros({s.B, s.d}, proj.options());
+  at::Tensor dg_all, d_wh;  // xh only: dL/dg_t over all steps, and dU
   AT_DISPATCH_FLOATING_TYPES(proj.scalar_type(), "string_kernel_backward", [&] {
     Buffers<scalar_t> p = buffers<scalar_t>(proj, carry, decay, bias, mask, h_mask, c_all, h_all, lam_all, d_out);
     p.out = nullptr;  // backward writes no forward outputs
@@ -309,20 +315,44 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
       });
     } else {
+      // dL/dg_t for every step, contiguous (T, B, d): each step's product reads its slice,
+      // and dU reads all of it in one GEMM.
+      dg_all = proj.new_empty({s.T, s.B, s.d});
+      g.dg_all = dg_all.data_ptr<scalar_t>();
+      at::Tensor back = proj.new_empty({s.B, s.d});  // every step's dL/dg_t U, one buffer
+      const scalar_t* back_p = back.data_ptr<scalar_t>();
+      scalar_t* dh_p = dh.data_ptr<scalar_t>();
+      const int64_t numel = s.B * s.d;
       for (int64_t t = s.T - 1; t >= 0; --t) {
         at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
           std::vector<scalar_t> tmp(5 * s.d);
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
         });
         // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
-        at::Tensor dg = d_proj.select(0, t).select(1, s.lam_idx);  // (B, d)
-        const at::Tensor back = at::mm(dg, weight_h);  // functional mm: visible to FlopCounterMode
-        if (s.has_hmask) dh.addcmul_(back, h_mask);
-        else dh.add_(back);
+        at::mm_out(back, dg_all.select(0, t), weight_h);
+        if (s.has_hmask) {
+          const scalar_t* m = p.hmask;
+          for (int64_t e = 0; e < numel; ++e) dh_p[e] += back_p[e] * m[e];
+        } else {
+          for (int64_t e = 0; e < numel; ++e) dh_p[e] += back_p[e];
+        }
       }
+      // dU = Σ_t dg_tᵀ (h[t-1] ⊙ m): one GEMM over all steps, its right side made here
+      // in one pass (h[t-1] ⊙ m as the forward's products saw it).
+      at::Tensor h_in = h_all.narrow(0, 0, s.T);
+      if (s.has_hmask) {
+        at::Tensor masked = proj.new_empty({s.T, s.B, s.d});
+        const scalar_t* h_p = h_in.data_ptr<scalar_t>();
+        const scalar_t* m = p.hmask;
+        scalar_t* out_p = masked.data_ptr<scalar_t>();
+        for (int64_t t = 0; t < s.T; ++t)
+          for (int64_t e = 0; e < numel; ++e) out_p[t * numel + e] = h_p[t * numel + e] * m[e];
+        h_in = masked;
+      }
+      d_wh = at::mm(dg_all.view({s.T * s.B, s.d}).t(), h_in.reshape({s.T * s.B, s.d}));
     }
   });
-  return finish_backward(s, d_proj, d_carry, d_lam_part, bias, h_all, h_mask, dc, dh);
+  return finish_backward(s, d_proj, d_carry, d_lam_part, bias, h_all, h_mask, dc, dh, d_wh);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
+from knn.layers import string_kernel_pooled as pooled
 from knn.ops.dropout import bernoulli
 from knn.ops.linear import linear
 from knn.ops.recurrence import ACTIVATIONS, RecurrenceSpec, string_kernel_recurrence
@@ -160,6 +161,26 @@ class StringKernelLayer(nn.Module):
     def initial_state(self, batch: int, like: Tensor) -> KernelState:
         return KernelState(like.new_zeros(batch, self.cfg.n, self.d), like.new_zeros(batch, self.d))
 
+    def _variational_masks(self, x: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """Training with rnn_dropout: the input's (1, B, d_in) and the state's (B, d) masks."""
+        p = self.cfg.rnn_dropout
+        if not (self.training and p > 0):
+            return None, None
+        B = x.shape[1]
+        return _variational_mask(x, (1, B, self.d_in), p), _variational_mask(x, (B, self.d), p)
+
+    def forward_pooled(self, x: Tensor, mask: Tensor, in_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """(h, z) for x (T, B, d_in), mask (T, B): h (T, B, d) is this layer on x ⊙ in_mask from
+        the zero state (in_mask: a caller's dropout mask, or None), z (B, d) its mean over
+        each column's real steps. On the fused CPU path one autograd node
+        (:mod:`knn.layers.string_kernel_pooled`), with the same numbers bit for bit."""
+        if not pooled.fused_applies(x):
+            return pooled.pooled_layer_ref(self, x, mask, in_mask)
+        x_mask, h_mask = self._variational_masks(x)
+        return pooled.pooled_layer(x, in_mask, x_mask, self.weight, self.weight_h, self.decay(),
+                                   self.decay_bias, self.highway_bias, h_mask, mask, self.spec,
+                                   carry_is_input=self.cfg.highway and not self.carry_projected)
+
     def forward(
         self, x: Tensor, state: KernelState | None = None, mask: Tensor | None = None
     ) -> tuple[Tensor, KernelState]:
@@ -167,11 +188,9 @@ class StringKernelLayer(nn.Module):
         T, B, _ = x.shape
         if state is None:
             state = self.initial_state(B, x)
-        h_mask = None
-        p = self.cfg.rnn_dropout
-        if self.training and p > 0:
-            x = x * _variational_mask(x, (1, B, self.d_in), p)  # same mask at every step
-            h_mask = _variational_mask(x, (B, self.d), p)
+        x_mask, h_mask = self._variational_masks(x)
+        if x_mask is not None:
+            x = x * x_mask  # same mask at every step
         proj = linear(x.reshape(T * B, self.d_in), self.weight).view(T, B, -1, self.d)  # (T, B, K, d)
         zeros = x.new_zeros(self.d)
         gate_bias = torch.stack([

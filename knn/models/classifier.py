@@ -42,7 +42,9 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
-from knn.ops.dropout import Dropout
+from knn.layers.string_kernel_pooled import fused_applies as pooled_layer_applies
+from knn.layers.string_kernel_pooled import masked_mean
+from knn.ops.dropout import Dropout, dropout_mask
 
 POOLINGS = ("mean", "last")
 INITS = ("authors",)  # besides None: this library's default
@@ -129,12 +131,6 @@ class BiLSTMConfig:
 # --------------------------------------------------------------------------- #
 
 
-def masked_mean(h: Tensor, mask: Tensor) -> Tensor:
-    """Mean of h (T, B, d) over the real steps of each column -> (B, d)."""
-    m = mask.unsqueeze(-1).to(h.dtype)  # (T, B, 1)
-    return (h * m).sum(0) / m.sum(0).clamp_min(1.0)
-
-
 def last_real(h: Tensor, mask: Tensor) -> Tensor:
     """h at each column's last real step: (T, B, d) -> (B, d)."""
     last = (mask.long().sum(0) - 1).clamp_min(0)  # (B,)
@@ -188,14 +184,23 @@ class KernelClassifier(nn.Module):
         bound = math.sqrt(3.0 / self.out.in_features)
         nn.init.uniform_(self.out.weight, -bound, bound)
 
+    def _fuses(self, h: Tensor) -> bool:
+        """Whether the next layer runs as :meth:`StringKernelLayer.forward_pooled` (one node)."""
+        return (self.cfg.pooling == "mean" and 0.0 <= self.drop.p < 1.0 and h.is_contiguous()
+                and pooled_layer_applies(h))
+
     def features(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """Concatenated per-layer summaries z (B, depth·d), before the output dropout."""
         h = self.embedding(tokens)  # (T, B, d_in)
-        pool = masked_mean if self.cfg.pooling == "mean" else last_real
         pooled = []
         for layer in self.layers:
-            h, _ = layer(self.drop(h), mask=mask)  # (T, B, d); padded steps are 0
-            pooled.append(pool(h, mask))  # summaries see h before dropout, as the authors'
+            if self._fuses(h):
+                # dropout, layer and mean as one autograd node: the same numbers, fewer ops
+                h, z = layer.forward_pooled(h, mask, dropout_mask(h, self.drop.p, self.training))
+            else:
+                h, _ = layer(self.drop(h), mask=mask)  # (T, B, d); padded steps are 0
+                z = (masked_mean if self.cfg.pooling == "mean" else last_real)(h, mask)
+            pooled.append(z)  # summaries see h before dropout, as the authors'
         return torch.cat(pooled, dim=-1)  # (B, depth·d)
 
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:

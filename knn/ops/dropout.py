@@ -56,6 +56,19 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     return x * bernoulli(x, tuple(x.shape), q).div_(q)
 
 
+def dropout_mask(x: Tensor, p: float, training: bool = True) -> Tensor | None:
+    """The scaled mask that :func:`dropout` multiplies a contiguous CPU ``x`` by, drawn as it
+    draws it (same generator state before and after); None where it leaves ``x`` as is
+    (evaluation, p = 0). For layers that fuse the product into their own op."""
+    if x.device.type != "cpu" or not x.is_contiguous() or not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_mask needs a contiguous CPU tensor and 0 <= p < 1, "
+                         f"got {x.device.type}, contiguous={x.is_contiguous()}, p={p}")
+    if not training or p == 0.0:
+        return None
+    q = 1.0 - p
+    return bernoulli(x, tuple(x.shape), q).div_(q)
+
+
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (same arguments, same repr) whose forward is :func:`dropout`."""
 

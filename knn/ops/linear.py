@@ -84,6 +84,17 @@ if _LINEAR is not None:
         return 2 * rows * x_shape[-1] * w_shape[0]
 
 
+def _onednn_grads(x: Tensor, weight: Tensor, dy: Tensor, need_x: bool,
+                  need_w: bool) -> tuple[Tensor | None, Tensor | None]:
+    """dX = dY W and dW = (Xᵀ dY)ᵀ, each a oneDNN product (None where not needed)."""
+    dx = _mm(dy, weight.t()) if need_x else None
+    # dW = dYᵀ X computed as (Xᵀ dY)ᵀ: oneDNN copies a transposed *input* before
+    # multiplying (a 10000 x 1120 copy for the PTB decoder) but reads a transposed
+    # weight in place; this order took 19.7 ms there instead of 42.6 (2 threads, here).
+    dw = _mm(x.t(), dy.t()).t().contiguous() if need_w else None
+    return dx, dw
+
+
 class _OneDNNLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -94,17 +105,27 @@ class _OneDNNLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy: Tensor):
         x, weight = ctx.saved_tensors
-        dx = dw = db = None
-        if ctx.needs_input_grad[0]:
-            dx = _mm(dy, weight.t())  # dY W
-        if ctx.needs_input_grad[1]:
-            # dW = dYᵀ X computed as (Xᵀ dY)ᵀ: oneDNN copies a transposed *input* before
-            # multiplying (a 10000 x 1120 copy for the PTB decoder) but reads a transposed
-            # weight in place; this order took 19.7 ms there instead of 42.6 (2 threads, here).
-            dw = _mm(x.t(), dy.t()).t().contiguous()
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            db = dy.sum(0)
+        dx, dw = _onednn_grads(x, weight, dy, ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        db = dy.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return dx, dw, db
+
+
+def product(x: Tensor, weight: Tensor) -> Tensor:
+    """x (M, K) · weight (N, K)ᵀ outside autograd, on the library :func:`linear` would use."""
+    if onednn_enabled(x) and weight.dtype == x.dtype:
+        usage.record("onednn")
+        return _mm(x, weight)
+    usage.record("aten_linear")
+    return x.mm(weight.t())
+
+
+def product_grads(x: Tensor, weight: Tensor, dy: Tensor, need_x: bool = True,
+                  need_w: bool = True) -> tuple[Tensor | None, Tensor | None]:
+    """(dX, dW) of Y = :func:`product` (x, weight) for dY, None where not needed: bit for bit
+    what autograd gives for :func:`linear` without a bias (aten: its ``mm`` backward)."""
+    if onednn_enabled(x) and weight.dtype == x.dtype:
+        return _onednn_grads(x, weight, dy, need_x, need_w)
+    return (dy.mm(weight) if need_x else None), (dy.t().mm(x) if need_w else None)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -1,0 +1,127 @@
+"""StringKernelLayer.forward_pooled (one autograd node) is bit for bit the composition it fuses."""
+import pytest
+import torch
+
+from knn.layers import string_kernel_pooled as pooled
+from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+from knn.models.classifier import KernelClassifier, KernelClassifierConfig
+from knn.ops import linear as linear_ops
+from knn.ops import recurrence
+from knn.ops.dropout import dropout_mask
+
+pytestmark = pytest.mark.skipif(not recurrence.fused_available("cpu"),
+                                reason="the fused CPU scan is not built here")
+
+CONFIGS = {
+    # the SST classifier's layer (Table 2, gated λ)
+    "sst_gated_xh": StringKernelConfig(n=2, output="sum", activation="relu", decay="gated_xh",
+                                       highway=False, rnn_dropout=0.2),
+    "const_additive": StringKernelConfig(n=3, mapping="additive", decay="constant", decay_value=0.5,
+                                         highway=False, rnn_dropout=0.3),
+    "learned_unnormalized": StringKernelConfig(n=1, normalized=False, activation="tanh",
+                                               decay="learned", highway=False),
+    "gated_x_highway": StringKernelConfig(n=1, decay="gated_x", highway=True, rnn_dropout=0.25),
+    "gated_xh_highway": StringKernelConfig(n=2, decay="gated_xh", highway=True, rnn_dropout=0.1),
+}
+
+
+def batch(d_in, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([5, 5, 3, 1])
+    mask = torch.arange(5).unsqueeze(1) < lengths  # (T, B), padding after each column
+    x = torch.randn(5, 4, d_in, dtype=dtype, generator=g)
+    return x, mask
+
+
+def step(fn, layer, x, mask, p_in, use_h, seed=3):
+    """Output, pooled mean and every gradient of one forward/backward from generator state ``seed``."""
+    torch.manual_seed(seed)
+    x = x.clone().requires_grad_()
+    in_mask = dropout_mask(x.detach(), p_in, layer.training)
+    h, z = fn(layer, x, mask, in_mask)
+    g = torch.Generator().manual_seed(7)
+    loss = (z * torch.randn(z.shape, dtype=z.dtype, generator=g)).sum()
+    if use_h:
+        loss = loss + (h * torch.randn(h.shape, dtype=h.dtype, generator=g)).sum()
+    layer.zero_grad(set_to_none=True)
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in layer.named_parameters() if p.grad is not None}
+    return h.detach(), z.detach(), x.grad, grads, torch.get_rng_state()
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("use_h", [True, False])  # h feeds a next layer, or only its mean is used
+@pytest.mark.parametrize("d_in", [6, 8])  # 6: the highway's carry is projected
+def test_fused_node_equals_the_composition_bit_for_bit(name, dtype, use_h, d_in):
+    layer = StringKernelLayer(d_in, 8, CONFIGS[name]).to(dtype)
+    x, mask = batch(d_in, dtype)
+    fused = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, use_h)
+    ref = step(pooled.pooled_layer_ref, layer, x, mask, 0.35, use_h)
+    for got, want in zip(fused[:3], ref[:3]):
+        assert torch.equal(got, want)
+    assert fused[3].keys() == ref[3].keys() == {n for n, p in layer.named_parameters()}
+    for key in ref[3]:
+        assert torch.equal(fused[3][key], ref[3][key]), key
+    assert torch.equal(fused[4], ref[4])  # the same draws: the generator ends in the same state
+
+
+@pytest.mark.parametrize("onednn", ["0", "1"])
+def test_both_product_libraries_give_the_composition(monkeypatch, onednn):
+    if onednn == "1" and linear_ops._LINEAR is None:
+        pytest.skip("this torch build has no oneDNN linear op")
+    monkeypatch.setenv("KNN_ONEDNN", onednn)
+    layer = StringKernelLayer(8, 8, CONFIGS["sst_gated_xh"])
+    x, mask = batch(8, torch.float32)
+    fused = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, True)
+    ref = step(pooled.pooled_layer_ref, layer, x, mask, 0.35, True)
+    assert all(torch.equal(a, b) for a, b in zip(fused[:3], ref[:3]))
+    assert all(torch.equal(fused[3][k], ref[3][k]) for k in ref[3])
+
+
+def test_padding_gets_no_output_and_the_mean_is_over_real_steps():
+    layer = StringKernelLayer(6, 8, CONFIGS["sst_gated_xh"]).double().eval()
+    x, mask = batch(6, torch.float64)
+    h, z = layer.forward_pooled(x, mask)
+    assert torch.equal(h[~mask], torch.zeros_like(h[~mask]))
+    lengths = mask.sum(0)
+    for b in range(4):
+        torch.testing.assert_close(z[b], h[: lengths[b], b].mean(0))
+
+
+def test_classifier_takes_the_fused_node_and_computes_the_same(monkeypatch):
+    cfg = KernelClassifierConfig(n_classes=5, hidden=8, depth=3)
+    vectors = torch.randn(20, 6, generator=torch.Generator().manual_seed(1))
+    model = KernelClassifier(cfg, vectors).train()
+    tokens = torch.randint(0, 20, (5, 4), generator=torch.Generator().manual_seed(2))
+    _, mask = batch(6, torch.float32)
+
+    def logits_and_grads():
+        torch.manual_seed(11)
+        model.zero_grad(set_to_none=True)
+        out = model(tokens, mask)
+        out.square().sum().backward()
+        return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+    calls = []
+    real = pooled.pooled_layer
+    monkeypatch.setattr(pooled, "pooled_layer", lambda *a, **k: calls.append(1) or real(*a, **k))
+    fused = logits_and_grads()
+    assert len(calls) == cfg.depth
+    monkeypatch.setattr("knn.models.classifier.pooled_layer_applies", lambda h: False)
+    unfused = logits_and_grads()
+    assert len(calls) == cfg.depth  # the reference path did not call it
+    assert torch.equal(fused[0], unfused[0])
+    for got, want in zip(fused[1], unfused[1]):
+        assert torch.equal(got, want)
+
+
+def test_dropout_mask_is_what_dropout_multiplies_by():
+    x = torch.randn(5, 4, 3)
+    torch.manual_seed(0)
+    want = torch.nn.functional.dropout(x, 0.35, True)
+    torch.manual_seed(0)
+    assert torch.equal(x * dropout_mask(x, 0.35), want)
+    assert dropout_mask(x, 0.35, training=False) is None and dropout_mask(x, 0.0) is None
+    with pytest.raises(ValueError, match="contiguous CPU tensor and 0 <= p < 1"):
+        dropout_mask(x, 1.0)

@@ -69,7 +69,7 @@ class _TiedLM(nn.Module):
         self.d = d
         self.embedding = nn.Embedding(vocab_size, d)
         self.drop = Dropout(dropout)
-        # knn.ops.linear: oneDNN on CPU for both models, as nn.LSTM's own kernels are.
+        # knn.ops.linear: the faster CPU library for both models (oneDNN with AVX-512, MKL without).
         self.decoder = Linear(d, vocab_size)
         if tie:
             # Weight tying: Press & Wolf (2017) "Using the Output Embedding to

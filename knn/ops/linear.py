@@ -6,9 +6,9 @@ MKL does not take its AVX-512 path and reaches about the AVX2 limit; oneDNN
 (the library behind ``nn.LSTM``'s CPU kernels) does take it, and ran the PTB
 shapes' products about 2x faster (``experiments/bench/layers.md``). On an
 AMD EPYC without AVX-512 (Zen 3) it is the other way round: MKL's AVX2 sgemm
-beat oneDNN's on every SST-shape product, by 1.0-1.4x, and took an SST
-training step from 16.7 to 14.5 ms (``experiments/bench/sst_epoch/README.md``,
-2026-12-01). Leaving our GEMMs on the slower library while the LSTM baseline
+ran SST's layer products 1.3-1.5x faster than oneDNN and PTB's as fast
+(``experiments/bench/sst_epoch/2026-12-01/layers.md``), and took an SST
+training step from 17.3 to 14.4 ms (``2026-12-01/linear_library/``). Leaving our GEMMs on the slower library while the LSTM baseline
 gets its fastest kernels would compare libraries, not architectures.
 
 Dispatch, in :func:`linear`: float32 CPU tensors go to oneDNN when torch has

@@ -61,7 +61,7 @@ def gemm_peak_gflops(device: torch.device = torch.device("cpu"), n: int = 2048, 
     """fp32 GEMM rate of an n x n product on ``device``, by library (median of ``reps`` after warm-up).
 
     ``aten``: ``a @ b`` (MKL on CPU, cuBLAS on CUDA); ``knn``: :func:`knn.ops.linear.linear`,
-    the path the models' products take (oneDNN on CPU). The peak is the faster of the two.
+    the path the models' products take (oneDNN on AVX-512 CPUs, else MKL). The peak is the faster.
     """
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     products = {"aten": lambda: a @ b, "knn": lambda: linear(a, b)}

@@ -319,6 +319,12 @@ def fused_status(device_type: str = "cpu") -> FusedStatus:
     return FusedStatus("failed", _fused_errors.get(device_type, "unknown build error"))
 
 
+def op_flags(spec: RecurrenceSpec) -> list:
+    """The fused ops' trailing arguments for ``spec`` (n, mult, norm, out_sum, act code, highway)."""
+    return [spec.n, spec.multiplicative, spec.normalized, spec.output_sum,
+            _ACT_CODE[spec.activation], spec.highway]
+
+
 class _FusedRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec):
@@ -335,8 +341,7 @@ class _FusedRecurrence(torch.autograd.Function):
             empty if mask is None else mask.to(proj.dtype).contiguous(),
             empty if h_mask is None else h_mask.contiguous(),
         ]
-        flags = [spec.n, spec.multiplicative, spec.normalized, spec.output_sum,
-                 _ACT_CODE[spec.activation], spec.highway]
+        flags = op_flags(spec)
         out, c_all, h_all, lam_all = mod.forward(*args, *flags)
         ctx.save_for_backward(*args, c_all, h_all, lam_all)
         ctx.flags = flags

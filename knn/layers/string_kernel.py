@@ -42,7 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from knn.layers import string_kernel_pooled as pooled
-from knn.ops.dropout import bernoulli
+from knn.ops.dropout import scaled_mask
 from knn.ops.linear import linear
 from knn.ops.recurrence import ACTIVATIONS, RecurrenceSpec, string_kernel_recurrence
 
@@ -92,7 +92,7 @@ class KernelState(NamedTuple):
 
 def _variational_mask(like: Tensor, shape: tuple[int, ...], p: float) -> Tensor:
     """One Bernoulli mask per sequence, scaled by 1/(1-p) (Gal & Ghahramani 2016)."""
-    return bernoulli(like, shape, 1 - p).div_(1 - p)
+    return scaled_mask(like, shape, 1 - p)
 
 
 class StringKernelLayer(nn.Module):

@@ -23,7 +23,8 @@ mt19937 stream, follow the same law but differ from torch's.
 
 :func:`dropout` and :class:`Dropout` compute what ``F.dropout`` and
 ``nn.Dropout`` compute, in the same operations (mask, then ``div_(q)``, then
-``x * mask``), so results match to the last bit.
+``x * mask``), so results match to the last bit; on CPU the mask and its ``div_(q)``
+are one pass (:func:`scaled_mask`: a kept element is the value ``div_(q)`` gives 1).
 """
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ def bernoulli(like: Tensor, shape: tuple[int, ...], q: float) -> Tensor:
     return like.new_empty(shape).bernoulli_(q)
 
 
+def scaled_mask(like: Tensor, shape: tuple[int, ...], q: float) -> Tensor:
+    """``bernoulli(like, shape, q).div_(q)``, the same values (on CPU in one pass)."""
+    if like.device.type == "cpu" and like.dtype in _DTYPES and recurrence.fused_available("cpu"):
+        usage.record("fused_bernoulli")
+        return torch.ops.knn_rng_cpu.scaled_mask(list(shape), float(q), like.dtype)
+    return bernoulli(like, shape, q).div_(q)
+
+
 def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """``F.dropout(x, p, training)``, with the mask from :func:`bernoulli` on CPU."""
     if not training or not 0.0 < p < 1.0 or x.device.type != "cpu" or not x.is_contiguous():
@@ -53,7 +62,7 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         # for contiguous ones
         return F.dropout(x, p, training)
     q = 1.0 - p
-    return x * bernoulli(x, tuple(x.shape), q).div_(q)
+    return x * scaled_mask(x, tuple(x.shape), q)
 
 
 def dropout_mask(x: Tensor, p: float, training: bool = True) -> Tensor | None:
@@ -66,7 +75,7 @@ def dropout_mask(x: Tensor, p: float, training: bool = True) -> Tensor | None:
     if not training or p == 0.0:
         return None
     q = 1.0 - p
-    return bernoulli(x, tuple(x.shape), q).div_(q)
+    return scaled_mask(x, tuple(x.shape), q)
 
 
 class Dropout(nn.Dropout):

@@ -79,6 +79,34 @@ def test_both_product_libraries_give_the_composition(monkeypatch, onednn):
     assert all(torch.equal(fused[3][k], ref[3][k]) for k in ref[3])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_threads_split_the_work_but_not_the_numbers(dtype):
+    # 36 x 8 = 288 rows: with 4 threads the forward product runs in 4 blocks of rows, dW
+    # and dX side by side, the scan in 4 blocks of the batch; the same numbers as 1 thread
+    # up to the products' own rounding, and the composition's.
+    layer = StringKernelLayer(16, 16, CONFIGS["sst_gated_xh"]).to(dtype)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(36, 8, 16, dtype=dtype, generator=g)
+    mask = torch.arange(36).unsqueeze(1) < torch.tensor([36, 30, 36, 1, 12, 36, 35, 20])
+    threads = torch.get_num_threads()
+    try:
+        runs = {}
+        for n in (1, 4):
+            torch.set_num_threads(n)
+            runs[n] = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, True)
+        ref = step(pooled.pooled_layer_ref, layer, x, mask, 0.35, True)
+    finally:
+        torch.set_num_threads(threads)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    for one, split, want in zip(runs[1][:3], runs[4][:3], ref[:3]):
+        torch.testing.assert_close(split, one, **tol)
+        torch.testing.assert_close(split, want, **tol)
+    for key in ref[3]:
+        torch.testing.assert_close(runs[4][3][key], runs[1][3][key], **tol)
+        torch.testing.assert_close(runs[4][3][key], ref[3][key], **tol)
+    assert torch.equal(runs[4][4], ref[4])
+
+
 def test_padding_gets_no_output_and_the_mean_is_over_real_steps():
     layer = StringKernelLayer(6, 8, CONFIGS["sst_gated_xh"]).double().eval()
     x, mask = batch(6, torch.float64)

@@ -95,6 +95,22 @@ def test_sampler_equals_torch_and_leaves_the_generator_where_torch_does(sampler,
     assert torch.equal(torch.get_rng_state(), want_state)
 
 
+@pytest.mark.parametrize("seed,skip,n,q", [c for c in CASES if c[3] > 0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scaled_mask_is_the_mask_divided_by_q(sampler, seed, skip, n, q, dtype):
+    # The one-pass mask against the sampler's mask and torch's div_ over the whole tensor.
+    torch.manual_seed(seed)
+    skip_words(skip)
+    want = D.bernoulli(torch.empty(0, dtype=dtype), (n,), q).div_(q)
+    want_state = torch.get_rng_state()
+    torch.manual_seed(seed)
+    skip_words(skip)
+    got = D.scaled_mask(torch.empty(0, dtype=dtype), (n,), q)
+    assert got.dtype == dtype
+    assert torch.equal(got, want)
+    assert torch.equal(torch.get_rng_state(), want_state)
+
+
 def test_sampler_shape_and_usage(sampler):
     usage.reset()
     torch.manual_seed(0)
@@ -107,6 +123,8 @@ def test_sampler_shape_and_usage(sampler):
 def test_sampler_rejects_a_probability_outside_0_1(sampler):
     with pytest.raises(RuntimeError, match=r"p must be in \[0, 1\]"):
         D.bernoulli(torch.empty(0), (3,), 1.5)
+    with pytest.raises(RuntimeError, match=r"q must be in \(0, 1\]"):
+        D.scaled_mask(torch.empty(0), (3,), 0.0)
 
 
 def test_other_dtypes_fall_back_to_torch():

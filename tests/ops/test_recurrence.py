@@ -74,6 +74,28 @@ def test_fused_matches_reference(n, decay, highway, device):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("highway", HIGHWAYS)
+@pytest.mark.parametrize("B", [16, 37])
+def test_xh_scan_in_row_blocks_matches_one_block_and_reference(highway, B, require_fused):
+    # With threads to spare, the (x, h)-gated CPU scan runs blocks of >= 8 rows as separate
+    # time loops (for_row_blocks): B=16 in 2 blocks, 37 in 3 or 4 of unequal size.
+    require_fused("cpu")
+    spec = R.RecurrenceSpec(2, True, True, False, "tanh", highway != "none")
+    inputs = make_inputs(2, "gated_xh", highway, True, True, T=5, B=B, d=6)
+    ref = outputs_and_grads(R.string_kernel_recurrence_ref, inputs, spec)
+    threads = torch.get_num_threads()
+    try:
+        results = {}
+        for n in (1, 4):
+            torch.set_num_threads(n)
+            results[n] = outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)
+    finally:
+        torch.set_num_threads(threads)
+    for one, blocks, want in zip(results[1], results[4], ref):
+        torch.testing.assert_close(blocks, one, rtol=1e-13, atol=1e-13)
+        torch.testing.assert_close(blocks, want, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2], DECAYS, HIGHWAYS)))
 @pytest.mark.parametrize("mapping", ["multiplicative", "additive"])
 @pytest.mark.parametrize("normalized", [True, False])

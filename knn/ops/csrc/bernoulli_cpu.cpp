@@ -74,7 +74,7 @@ void draw_words(at::mt19937_data_pod& s, uint32_t* out, int64_t n) {
 }
 
 template <typename T>
-void fill_mask(at::mt19937_data_pod& s, T* out, int64_t n, uint64_t threshold) {
+void fill_mask(at::mt19937_data_pod& s, T* out, int64_t n, uint64_t threshold, T kept) {
   std::vector<uint32_t> words(2 * kChunk);
   for (int64_t lo = 0; lo < n; lo += kChunk) {
     const int64_t m = std::min(kChunk, n - lo);
@@ -83,16 +83,20 @@ void fill_mask(at::mt19937_data_pod& s, T* out, int64_t n, uint64_t threshold) {
     for (int64_t k = 0; k < m; ++k) {
       // random64() puts the first word high; uniform_real<double> keeps the low 53 bits.
       const uint64_t v = (static_cast<uint64_t>(w[2 * k] & 0x1fffffu) << 32) | w[2 * k + 1];
-      out[lo + k] = v < threshold ? T(1) : T(0);
+      out[lo + k] = v < threshold ? kept : T(0);
     }
   }
 }
 
-// A new contiguous tensor of `size` and `dtype` whose elements are Bernoulli(p), the same
-// values `torch.empty(size, dtype=dtype).bernoulli_(p)` gives on torch's mt19937 path.
-at::Tensor bernoulli(c10::IntArrayRef size, double p, c10::ScalarType dtype) {
+// A new contiguous tensor of `size` and `dtype` whose elements are Bernoulli(p): the values
+// `torch.empty(size, dtype=dtype).bernoulli_(p)` gives on torch's mt19937 path, then, with a
+// divisor, `.div_(divisor)` in the same pass. A kept element is what torch's div_ makes of
+// 1 (computed by that very op, once), a dropped one stays 0: dropout's mask in one pass.
+at::Tensor draw(c10::IntArrayRef size, double p, c10::ScalarType dtype, const std::optional<double>& divisor) {
   TORCH_CHECK(p >= 0.0 && p <= 1.0, "bernoulli: p must be in [0, 1], got ", p);
   at::Tensor out = at::empty(size, at::TensorOptions().dtype(dtype));
+  at::Tensor kept = at::ones({1}, out.options());
+  if (divisor.has_value()) kept.div_(*divisor);
   const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -100,11 +104,22 @@ at::Tensor bernoulli(c10::IntArrayRef size, double p, c10::ScalarType dtype) {
   at::mt19937 engine = impl->engine();
   at::mt19937_data_pod state = engine.data();
   AT_DISPATCH_FLOATING_TYPES(dtype, "knn_bernoulli", [&] {
-    fill_mask<scalar_t>(state, out.data_ptr<scalar_t>(), out.numel(), threshold);
+    fill_mask<scalar_t>(state, out.data_ptr<scalar_t>(), out.numel(), threshold,
+                        kept.data_ptr<scalar_t>()[0]);
   });
   engine.set_data(state);
   impl->set_engine(engine);
   return out;
+}
+
+at::Tensor bernoulli(c10::IntArrayRef size, double p, c10::ScalarType dtype) {
+  return draw(size, p, dtype, std::nullopt);
+}
+
+// bernoulli(size, q, dtype).div_(q), in one pass: dropout's mask for the keep rate q > 0.
+at::Tensor scaled_mask(c10::IntArrayRef size, double q, c10::ScalarType dtype) {
+  TORCH_CHECK(q > 0.0 && q <= 1.0, "scaled mask: q must be in (0, 1], got ", q);
+  return draw(size, q, dtype, q);
 }
 
 }  // namespace
@@ -113,4 +128,5 @@ at::Tensor bernoulli(c10::IntArrayRef size, double p, c10::ScalarType dtype) {
 // (knn/ops/recurrence.py builds it, knn/ops/dropout.py calls it).
 TORCH_LIBRARY(knn_rng_cpu, m) {
   m.def("bernoulli", &bernoulli);
+  m.def("scaled_mask", &scaled_mask);
 }

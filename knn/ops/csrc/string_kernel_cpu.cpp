@@ -8,8 +8,10 @@
 // Without a recurrent weight (constant, learned or x-gated decay) every
 // element's scan is independent, so one parallel_for runs whole time loops.
 // With the (x, h)-gated decay, each step first needs U (h[t-1] ⊙ m), one small
-// GEMM done by ATen, then the elementwise update in parallel.
+// GEMM done by ATen, then the elementwise update; rows are still independent, so
+// blocks of rows run their time loops in parallel (for_row_blocks).
 #include "string_kernel_common.h"
+#include "cpu_parallel.h"
 
 #include <ATen/Parallel.h>
 
@@ -33,6 +35,12 @@ constexpr int64_t kGrain = 4096;  // elements of work below which a thread is no
 
 // Rows (batch items) per parallel task, for rows of `work` elements each.
 inline int64_t row_grain(int64_t work) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(work, 1)); }
+
+// Rows (batch items) per block of the (x, h)-gated scan, at least: below it a block's
+// per-step products are too small to be worth a thread. The (x, h) gate couples steps,
+// not rows, so each block (for_row_blocks, cpu_parallel.h) runs its own whole time loop,
+// its rows' products and updates, with one fork for the scan instead of two per step.
+constexpr int64_t kMinBlockRows = 8;
 
 // y = act(x) and dy *= d act / d x (y = act(x)) over one row, through act_fwd / act_bwd of
 // string_kernel_common.h. The activation is a template argument, so each loop has no
@@ -279,13 +287,15 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
       // FlopCounterMode still sees it.
       at::Tensor r = proj.new_empty({s.B, s.d});
       p.r = r.data_ptr<scalar_t>();
-      for (int64_t t = 0; t < s.T; ++t) {
-        at::mm_out(r, s.has_hmask ? h_in : h_all.select(0, t), wt);
-        at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
-          std::vector<scalar_t> tmp(2 * s.d);
+      for_row_blocks(s.B, kMinBlockRows, [&](int64_t lo, int64_t hi) {
+        std::vector<scalar_t> tmp(2 * s.d);
+        for (int64_t t = 0; t < s.T; ++t) {
+          const at::Tensor& src = s.has_hmask ? h_in : h_all.select(0, t);
+          at::Tensor r_rows = r.narrow(0, lo, hi - lo);
+          at::mm_out(r_rows, src.narrow(0, lo, hi - lo), wt);
           for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
-        });
-      }
+        }
+      });
     }
   });
   return {out, c_all, h_all, lam_all};
@@ -323,20 +333,22 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
       const scalar_t* back_p = back.data_ptr<scalar_t>();
       scalar_t* dh_p = dh.data_ptr<scalar_t>();
       const int64_t numel = s.B * s.d;
-      for (int64_t t = s.T - 1; t >= 0; --t) {
-        at::parallel_for(0, s.B, row_grain(s.d), [&](int64_t lo, int64_t hi) {
-          std::vector<scalar_t> tmp(5 * s.d);
+      for_row_blocks(s.B, kMinBlockRows, [&](int64_t lo, int64_t hi) {
+        std::vector<scalar_t> tmp(5 * s.d);
+        for (int64_t t = s.T - 1; t >= 0; --t) {
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
-        });
-        // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
-        at::mm_out(back, dg_all.select(0, t), weight_h);
-        if (s.has_hmask) {
-          const scalar_t* m = p.hmask;
-          for (int64_t e = 0; e < numel; ++e) dh_p[e] += back_p[e] * m[e];
-        } else {
-          for (int64_t e = 0; e < numel; ++e) dh_p[e] += back_p[e];
+          // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
+          at::Tensor back_rows = back.narrow(0, lo, hi - lo);
+          at::mm_out(back_rows, dg_all.select(0, t).narrow(0, lo, hi - lo), weight_h);
+          const int64_t e0 = lo * s.d, e1 = hi * s.d;
+          if (s.has_hmask) {
+            const scalar_t* m = p.hmask;
+            for (int64_t e = e0; e < e1; ++e) dh_p[e] += back_p[e] * m[e];
+          } else {
+            for (int64_t e = e0; e < e1; ++e) dh_p[e] += back_p[e];
+          }
         }
-      }
+      });
       // dU = Σ_t dg_tᵀ (h[t-1] ⊙ m): one GEMM over all steps, its right side made here
       // in one pass (h[t-1] ⊙ m as the forward's products saw it).
       at::Tensor h_in = h_all.narrow(0, 0, s.T);

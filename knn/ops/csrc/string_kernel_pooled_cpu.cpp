@@ -1,0 +1,201 @@
+// A string-kernel layer, its input dropout and its masked mean as one C++ autograd node
+// (torch.ops.knn_sk_cpu.pooled), for the SST classifier's CPU path.
+//
+// The math, and the plain PyTorch composition this must equal bit for bit, are in
+// knn/layers/string_kernel_pooled.py (pooled_layer_ref). Every op below is the one that
+// composition runs, in the same order: the Python autograd.Function it replaces cost
+// about as much interpreter time as the scan itself at SST's sizes.
+//
+//   forward   x̃ = (x ⊙ m_in) ⊙ m_x,  proj = x̃ Wᵀ,  h = scan(proj),  z = Σ_t h[t] / max(1, L)
+//   backward  g = dL/dh + dL/dz / max(1, L),  d proj = scan backward of g,
+//             dW = d projᵀ x̃,  dx = ((d proj W [+ d carry]) ⊙ m_x) ⊙ m_in
+//
+// The scan runs through the dispatcher (knn_sk_cpu::forward / ::backward of
+// string_kernel_cpu.cpp), so profilers still see it as its own op.
+#include "cpu_parallel.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+using ScanForward = std::vector<Tensor>(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                        Tensor, Tensor, int64_t, bool, bool, bool, int64_t, bool);
+using ScanBackward = std::vector<Tensor>(Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                         Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+                                         Tensor, int64_t, bool, bool, bool, int64_t, bool);
+using OneDNNLinear = Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                            c10::string_view, torch::List<std::optional<at::Scalar>>,
+                            std::optional<c10::string_view>);
+
+// Rows of a product per thread, at least (below it splitting does not pay).
+constexpr int64_t kMinProductRows = 64;
+
+// a (M, K) · w (N, K)ᵀ on the library knn.ops.linear.product picks (the caller passes which).
+// aten's in blocks of rows, one per thread (cpu_parallel.h); each row is the same dot
+// products as in one call.
+Tensor product(const Tensor& a, const Tensor& w, bool onednn) {
+  if (!onednn) {
+    Tensor out = a.new_empty({a.size(0), w.size(0)});
+    const Tensor wt = w.t();
+    knn::for_row_blocks(a.size(0), kMinProductRows, [&](int64_t lo, int64_t hi) {
+      Tensor rows = out.narrow(0, lo, hi - lo);
+      at::mm_out(rows, a.narrow(0, lo, hi - lo), wt);
+    });
+    return out;
+  }
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
+                       .typed<OneDNNLinear>();
+  return op.call(a, w, std::nullopt, "none", torch::List<std::optional<at::Scalar>>(), "");
+}
+
+// An optional tensor of the layer: absent ones reach the node as 0-element tensors, since
+// torch's C++ autograd.Function cannot take undefined tensor inputs.
+bool given(const Tensor& t) { return t.defined() && t.numel() > 0; }
+
+// The dropout masks and the padding mask: never differentiated, so not node inputs.
+struct Masks {
+  Tensor in_mask, x_mask, h_mask, mask;
+};
+
+struct Flags {
+  int64_t n, act;
+  bool mult, norm, out_sum, highway, carry_is_input, onednn;
+};
+
+class PooledLayer : public torch::autograd::Function<PooledLayer> {
+ public:
+  // weight_h, decay, decay_bias, highway_bias: 0-element when the layer has none.
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
+                               const Tensor& weight_h, const Tensor& decay,
+                               const Tensor& decay_bias, const Tensor& highway_bias,
+                               const Masks& m, Flags f) {
+    static auto scan = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("knn_sk_cpu::forward", "")
+                           .typed<ScanForward>();
+    const int64_t T = x.size(0), B = x.size(1), d_in = x.size(2);
+    const Tensor &in_mask = m.in_mask, &x_mask = m.x_mask, &h_mask = m.h_mask, &mask = m.mask;
+    const bool gated = !given(decay);
+    const int64_t K = f.n + gated + f.highway + (f.highway && !f.carry_is_input);
+    const int64_t d = weight.size(0) / K;
+    Tensor xt = in_mask.defined() ? x * in_mask : x;
+    if (x_mask.defined()) xt = xt * x_mask;
+    Tensor proj = product(xt.reshape({T * B, d_in}), weight, f.onednn).view({T, B, K, d});
+    Tensor zeros = x.new_zeros({d});
+    Tensor gate_bias = at::stack({given(decay_bias) ? decay_bias : zeros,
+                                  given(highway_bias) ? highway_bias : zeros});
+    Tensor c0 = x.new_zeros({B, f.n, d}), h0 = x.new_zeros({B, d});
+    Tensor empty = x.new_empty({0});
+    Tensor mask_f = mask.to(x.scalar_type());
+    std::vector<Tensor> r = scan.call(proj, f.carry_is_input ? xt : empty, given(decay) ? decay : empty,
+                                      gate_bias, given(weight_h) ? weight_h : empty, c0, h0, mask_f,
+                                      h_mask.defined() ? h_mask : empty, f.n, f.mult, f.norm,
+                                      f.out_sum, f.act, f.highway);
+    Tensor lengths = mask.unsqueeze(-1).to(x.scalar_type()).sum(0).clamp_min(1.0);
+    Tensor z = r[0].sum(0) / lengths;  // h is 0 on padding, so this is the masked mean
+    ctx->save_for_backward({xt, in_mask, x_mask, weight, weight_h, decay, proj, gate_bias, c0, h0,
+                            mask_f, h_mask, r[1], r[2], r[3], lengths, decay_bias, highway_bias});
+    ctx->saved_data["flags"] = std::vector<int64_t>{f.n, f.act, f.mult, f.norm, f.out_sum,
+                                                   f.highway, f.carry_is_input, f.onednn};
+    // An unused output's gradient stays undefined instead of a tensor of zeros to add.
+    ctx->set_materialize_grads(false);
+    return {r[0], z};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static auto scan = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("knn_sk_cpu::backward", "")
+                           .typed<ScanBackward>();
+    const variable_list s = ctx->get_saved_variables();
+    const Tensor &xt = s[0], &in_mask = s[1], &x_mask = s[2], &weight = s[3], &weight_h = s[4],
+                 &decay = s[5], &proj = s[6], &gate_bias = s[7], &c0 = s[8], &h0 = s[9],
+                 &mask_f = s[10], &h_mask = s[11], &lengths = s[15], &decay_bias = s[16],
+                 &highway_bias = s[17];
+    const std::vector<int64_t> v = ctx->saved_data["flags"].toIntVector();
+    const Flags f{v[0], v[1], bool(v[2]), bool(v[3]), bool(v[4]), bool(v[5]), bool(v[6]), bool(v[7])};
+    const int64_t T = xt.size(0), B = xt.size(1), d_in = xt.size(2);
+    const Tensor &d_h = grads[0], &d_z = grads[1];
+    // dL/dh[t] over real steps: the next layer's share plus the mean's; the scan never
+    // reads padded steps' gradients.
+    Tensor g;
+    if (d_z.defined()) {
+      g = (d_z / lengths).expand({T, B, -1});
+      if (d_h.defined()) g = d_h + g;
+    } else {
+      g = d_h.defined() ? d_h : at::zeros_like(proj.select(2, 0));
+    }
+    Tensor empty = xt.new_empty({0});
+    std::vector<Tensor> r = scan.call(
+        g.contiguous(), at::zeros_like(c0), at::zeros_like(h0), proj,
+        f.carry_is_input ? xt : empty, given(decay) ? decay : empty, gate_bias,
+        given(weight_h) ? weight_h : empty, c0, h0, mask_f, h_mask.defined() ? h_mask : empty,
+        s[12], s[13], s[14], f.n, f.mult, f.norm,
+        f.out_sum, f.act, f.highway);
+    const Tensor &d_proj = r[0], &d_carry = r[1], &d_decay = r[2], &d_bias = r[3], &d_wh = r[4];
+    Tensor x2 = xt.reshape({T * B, d_in});
+    Tensor dy = d_proj.view({T * B, -1});
+    // dX = dY W and dW = dYᵀ X as autograd's mm backward computes them; oneDNN as
+    // knn.ops.linear._onednn_grads does (dW as (Xᵀ dY)ᵀ, which oneDNN reads in place).
+    // dW and dX are independent: one thread each (cpu_parallel.h).
+    Tensor d_weight, dx;
+    const bool need_x = ctx->needs_input_grad(0);
+    knn::parallel_tasks(need_x ? 2 : 1, [&](int64_t k) {
+      if (k == 0)
+        d_weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous() : dy.t().mm(x2);
+      else
+        dx = f.onednn ? product(dy, weight.t(), true) : dy.mm(weight);
+    });
+    if (need_x) {
+      dx = dx.view({T, B, d_in});
+      if (f.carry_is_input) dx = dx + d_carry;
+      if (x_mask.defined()) dx = dx * x_mask;
+      if (in_mask.defined()) dx = dx * in_mask;
+    }
+    // One per forward argument (x, weight, weight_h, decay, decay_bias, highway_bias, m, f);
+    // needs_input_grad counts the tensor arguments only.
+    return {dx,
+            d_weight,
+            given(weight_h) ? d_wh : Tensor(),
+            given(decay) && ctx->needs_input_grad(3) ? d_decay : Tensor(),
+            given(decay_bias) && ctx->needs_input_grad(4) ? d_bias.select(0, 0) : Tensor(),
+            given(highway_bias) && ctx->needs_input_grad(5) ? d_bias.select(0, 1) : Tensor(),
+            Tensor(),
+            Tensor()};
+  }
+};
+
+std::vector<Tensor> pooled(const Tensor& x, const std::optional<Tensor>& in_mask,
+                           const std::optional<Tensor>& x_mask, const Tensor& weight,
+                           const std::optional<Tensor>& weight_h, const std::optional<Tensor>& decay,
+                           const std::optional<Tensor>& decay_bias,
+                           const std::optional<Tensor>& highway_bias,
+                           const std::optional<Tensor>& h_mask, const Tensor& mask, int64_t n,
+                           bool mult, bool norm, bool out_sum, int64_t act, bool highway,
+                           bool carry_is_input, bool onednn) {
+  const Tensor none = x.new_empty({0});
+  auto param = [&](const std::optional<Tensor>& t) { return t.has_value() ? *t : none; };
+  auto get = [](const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); };
+  return PooledLayer::apply(x, weight, param(weight_h), param(decay), param(decay_bias),
+                            param(highway_bias), Masks{get(in_mask), get(x_mask), get(h_mask), mask},
+                            Flags{n, act, mult, norm, out_sum, highway, carry_is_input, onednn});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(knn_sk_cpu, m) {
+  m.def(
+      "pooled(Tensor x, Tensor? in_mask, Tensor? x_mask, Tensor weight, Tensor? weight_h, "
+      "Tensor? decay, Tensor? decay_bias, Tensor? highway_bias, Tensor? h_mask, Tensor mask, "
+      "int n, bool mult, bool norm, bool out_sum, int act, bool highway, bool carry_is_input, "
+      "bool onednn) -> Tensor[]",
+      &pooled);
+}

@@ -37,9 +37,14 @@ from knn.ops import recurrence, usage
 _DTYPES = (torch.float32, torch.float64)
 
 
+def _sampler_applies(like: Tensor) -> bool:
+    """Whether the CPU sampler draws for tensors like ``like`` (else torch's ``bernoulli_``)."""
+    return like.device.type == "cpu" and like.dtype in _DTYPES and recurrence.fused_available("cpu")
+
+
 def bernoulli(like: Tensor, shape: tuple[int, ...], q: float) -> Tensor:
     """``like.new_empty(shape).bernoulli_(q)``: 0/1 values in ``like``'s dtype and device."""
-    if like.device.type == "cpu" and like.dtype in _DTYPES and recurrence.fused_available("cpu"):
+    if _sampler_applies(like):
         usage.record("fused_bernoulli")
         return torch.ops.knn_rng_cpu.bernoulli(list(shape), float(q), like.dtype)
     usage.record("torch_bernoulli")
@@ -48,7 +53,7 @@ def bernoulli(like: Tensor, shape: tuple[int, ...], q: float) -> Tensor:
 
 def scaled_mask(like: Tensor, shape: tuple[int, ...], q: float) -> Tensor:
     """``bernoulli(like, shape, q).div_(q)``, the same values (on CPU in one pass)."""
-    if like.device.type == "cpu" and like.dtype in _DTYPES and recurrence.fused_available("cpu"):
+    if _sampler_applies(like):
         usage.record("fused_bernoulli")
         return torch.ops.knn_rng_cpu.scaled_mask(list(shape), float(q), like.dtype)
     return bernoulli(like, shape, q).div_(q)

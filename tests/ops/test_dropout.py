@@ -58,6 +58,14 @@ def skip_words(k: int) -> None:
         torch.empty(k, dtype=torch.int32).random_(0, 2)
 
 
+def drawn_from(seed: int, skip: int, draw):
+    """``draw()`` after torch.manual_seed(seed) and ``skip`` words, and the generator state after."""
+    torch.manual_seed(seed)
+    skip_words(skip)
+    values = draw()
+    return values, torch.get_rng_state()
+
+
 @pytest.mark.parametrize("seed,skip,n,q", CASES)
 def test_sampler_draws_numpys_mt19937_values(sampler, seed, skip, n, q):
     torch.manual_seed(seed)
@@ -83,32 +91,23 @@ def test_skip_words_draws_one_word_per_element():
 def test_sampler_equals_torch_and_leaves_the_generator_where_torch_does(sampler, seed, skip, n, q, dtype):
     if not torch_takes_mt19937_path():
         pytest.skip("this torch build draws CPU Bernoulli values through MKL")
-    torch.manual_seed(seed)
-    skip_words(skip)
-    want = torch.empty(n, dtype=dtype).bernoulli_(q)
-    want_state = torch.get_rng_state()
-    torch.manual_seed(seed)
-    skip_words(skip)
-    got = D.bernoulli(torch.empty(0, dtype=dtype), (n,), q)
+    want, want_state = drawn_from(seed, skip, lambda: torch.empty(n, dtype=dtype).bernoulli_(q))
+    got, got_state = drawn_from(seed, skip, lambda: D.bernoulli(torch.empty(0, dtype=dtype), (n,), q))
     assert got.dtype == dtype
     assert torch.equal(got, want)
-    assert torch.equal(torch.get_rng_state(), want_state)
+    assert torch.equal(got_state, want_state)
 
 
 @pytest.mark.parametrize("seed,skip,n,q", [c for c in CASES if c[3] > 0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scaled_mask_is_the_mask_divided_by_q(sampler, seed, skip, n, q, dtype):
     # The one-pass mask against the sampler's mask and torch's div_ over the whole tensor.
-    torch.manual_seed(seed)
-    skip_words(skip)
-    want = D.bernoulli(torch.empty(0, dtype=dtype), (n,), q).div_(q)
-    want_state = torch.get_rng_state()
-    torch.manual_seed(seed)
-    skip_words(skip)
-    got = D.scaled_mask(torch.empty(0, dtype=dtype), (n,), q)
+    like = torch.empty(0, dtype=dtype)
+    want, want_state = drawn_from(seed, skip, lambda: D.bernoulli(like, (n,), q).div_(q))
+    got, got_state = drawn_from(seed, skip, lambda: D.scaled_mask(like, (n,), q))
     assert got.dtype == dtype
     assert torch.equal(got, want)
-    assert torch.equal(torch.get_rng_state(), want_state)
+    assert torch.equal(got_state, want_state)
 
 
 def test_sampler_shape_and_usage(sampler):

@@ -108,7 +108,9 @@ class Trainer:
     """
 
     def __init__(self, cfg: DictConfig) -> None:
-        self.cfg, self.t = cfg, cfg.train
+        # The train group as a dataclass: the loop reads its fields at every step, and a
+        # DictConfig attribute read costs about 15 µs (SST steps are ~10 ms).
+        self.cfg, self.t = cfg, to_dataclass(cfg.train)
         self.device = dist.init(pick_device(cfg.device))  # joins torchrun's process group, if any
         # Rank 0's directory: Hydra's time-stamped run dir may differ by a second between ranks.
         self.run_dir = Path(dist.broadcast_object(cfg.run_dir) or ".")
@@ -226,7 +228,7 @@ class Trainer:
                 # and a non-finite loss on any rank stops every rank.
                 loss, step_total, step_count = dist.sum_over_ranks(out.loss.detach(), out.total,
                                                                    out.count)
-                if not torch.isfinite(torch.as_tensor(loss)):
+                if not math.isfinite(float(loss)):  # waits for the device, as any check must
                     raise NonFiniteLoss(
                         f"loss is {float(loss)} at step {p.step + 1} "
                         f"(epoch {p.epoch}, batch {p.batch}); stopped, last good checkpoint: "

@@ -16,6 +16,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 // glibc declares the vector forms of exp (libmvec) only under __FAST_MATH__, which
@@ -168,6 +169,64 @@ void highway_grad_row(int64_t d, const T* __restrict f, const T* __restrict y_in
   }
 }
 
+// What c_j[t] adds to its input: u_j (j = 0), c_{j-1}[t-1] ⊙ u_j or c_{j-1}[t-1] + u_j.
+enum Input { kFirst, kMult, kAdd };
+
+// One row of dλ += dc_j ⊙ (c_j[t] - a ⊙ in_j) (a ⊙ in_j only when normalized) and
+// d u_j = dc_j ⊙ a ⊙ (c_{j-1}[t-1] if multiplicative and j > 0, else 1), a = 1 - λ or 1.
+// The flags are template arguments and the rows distinct (restrict), so the loop has no
+// branch and gcc vectorizes it; with them tested inside, it ran one element at a time.
+template <typename T, bool Norm, int In>
+void decay_grad_row_as(int64_t d, const T* __restrict lam, const T* __restrict uj,
+                       const T* __restrict prev, const T* __restrict cj, const T* __restrict dcj,
+                       T* __restrict dlam, T* __restrict duj) {
+  for (int64_t i = 0; i < d; ++i) {
+    const T a = Norm ? T(1) - lam[i] : T(1);
+    const T in = In == kFirst ? uj[i] : (In == kMult ? prev[i] * uj[i] : prev[i] + uj[i]);
+    dlam[i] += dcj[i] * (cj[i] - (Norm ? in : T(0)));
+    duj[i] = dcj[i] * a * (In == kMult ? prev[i] : T(1));
+  }
+}
+
+template <typename T>
+void decay_grad_row(bool norm, Input in, int64_t d, const T* lam, const T* uj, const T* prev,
+                    const T* cj, const T* dcj, T* dlam, T* duj) {
+  auto run = [&](auto norm_c, auto in_c) {
+    decay_grad_row_as<T, decltype(norm_c)::value, decltype(in_c)::value>(d, lam, uj, prev, cj,
+                                                                         dcj, dlam, duj);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+  using First = std::integral_constant<int, kFirst>;
+  using Mult = std::integral_constant<int, kMult>;
+  using Add = std::integral_constant<int, kAdd>;
+  if (norm) {
+    if (in == kFirst) run(Yes{}, First{}); else if (in == kMult) run(Yes{}, Mult{}); else run(Yes{}, Add{});
+  } else {
+    if (in == kFirst) run(No{}, First{}); else if (in == kMult) run(No{}, Mult{}); else run(No{}, Add{});
+  }
+}
+
+// One row of dc_j[t-1] = dc_j ⊙ λ + dc_{j+1} ⊙ a ⊙ (u_{j+1} if multiplicative, else 1), for
+// j < n - 1 (the last order has no c_{j+1} to feed); branch-free as decay_grad_row_as.
+template <typename T, bool Norm, bool Mult>
+void carry_grad_row_as(int64_t d, const T* __restrict lam, const T* __restrict dnext,
+                       const T* __restrict unext, T* __restrict dcj) {
+  for (int64_t i = 0; i < d; ++i) {
+    const T a = Norm ? T(1) - lam[i] : T(1);
+    dcj[i] = dcj[i] * lam[i] + dnext[i] * a * (Mult ? unext[i] : T(1));
+  }
+}
+
+template <typename T>
+void carry_grad_row(bool norm, bool mult, int64_t d, const T* lam, const T* dnext,
+                    const T* unext, T* dcj) {
+  if (norm && mult) carry_grad_row_as<T, true, true>(d, lam, dnext, unext, dcj);
+  else if (norm) carry_grad_row_as<T, true, false>(d, lam, dnext, unext, dcj);
+  else if (mult) carry_grad_row_as<T, false, true>(d, lam, dnext, unext, dcj);
+  else carry_grad_row_as<T, false, false>(d, lam, dnext, unext, dcj);
+}
+
 // One row (t, b) of the backward scan; `tmp` holds 5 d-wide scratch rows.
 template <typename T>
 void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t t, int64_t b, T* tmp) {
@@ -223,30 +282,18 @@ void row_backward(const Spec& s, const Buffers<T>& p, const Grads<T>& g, int64_t
       for (int64_t i = 0; i < d; ++i) dc[j * d + i] += ds[i];
   std::fill(dlam, dlam + d, T(0));
   for (int64_t j = 0; j < n; ++j) {
-    const T* uj = u + j * d;
-    const T* prev = c_old + (j - 1) * d;
-    const T* cj = c_old + j * d;
-    const T* dcj = dc + j * d;
-    T* duj = du + j * d;
-    for (int64_t i = 0; i < d; ++i) {
-      const T a = s.norm ? T(1) - lam[i] : T(1);
-      const T in = j == 0 ? uj[i] : (s.mult ? prev[i] * uj[i] : prev[i] + uj[i]);
-      dlam[i] += dcj[i] * (cj[i] - (s.norm ? in : T(0)));
-      duj[i] = dcj[i] * a * ((j == 0 || !s.mult) ? T(1) : prev[i]);
-    }
+    const T* prev = j == 0 ? nullptr : c_old + (j - 1) * d;
+    decay_grad_row(s.norm, j == 0 ? kFirst : (s.mult ? kMult : kAdd), d, lam, u + j * d, prev,
+                   c_old + j * d, dc + j * d, dlam, du + j * d);
   }
   // ... then dL/dc_j[t-1]: through the decay, and into c_{j+1}[t]. Ascending j
   // reads dc[j+1] before it is overwritten.
   for (int64_t j = 0; j < n; ++j) {
     T* dcj = dc + j * d;
-    const T* dnext = dc + (j + 1) * d;
-    const T* unext = u + (j + 1) * d;
-    const bool has_next = j + 1 < n;
-    for (int64_t i = 0; i < d; ++i) {
-      const T a = s.norm ? T(1) - lam[i] : T(1);
-      const T nxt = has_next ? dnext[i] * a * (s.mult ? unext[i] : T(1)) : T(0);
-      dcj[i] = dcj[i] * lam[i] + nxt;
-    }
+    if (j + 1 < n)
+      carry_grad_row(s.norm, s.mult, d, lam, dc + (j + 1) * d, u + (j + 1) * d, dcj);
+    else
+      for (int64_t i = 0; i < d; ++i) dcj[i] *= lam[i];
   }
   if (s.gated) {
     T* dg = du + s.lam_idx * d;

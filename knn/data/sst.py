@@ -325,8 +325,8 @@ def collate(encoded: EncodedExamples, index: Sequence[int], pad_id: int = 0) -> 
         mask[t, b]   = t < len(example index[b])
 
     One gather from the flat ids in NumPy: per-example tensors padded one by one
-    (torch's pad_sequence) took about 5x as long, which an SST epoch paid 4,978
-    times (experiments/bench/sst_epoch/).
+    (torch's pad_sequence) took 3-6x as long, 4,978 times an SST epoch
+    (experiments/bench/sst_epoch/2026-12-01/scan_collate/).
     """
     if not len(index):
         raise ValueError("a batch needs at least one example")

@@ -7,7 +7,7 @@ the first ``--steps`` batches of epoch 0 (the random order the trainer uses, so
 phrase lengths are mixed as in a whole epoch), runs 20 warm-up steps, then
 profiles the rest (torch.profiler, self time per op) and sums the self time by
 kind: matrix products (oneDNN linears and aten mm/addmm/bmm), the fused scan,
-random draws for dropout (torch's ``bernoulli_`` or knn.ops.dropout's sampler),
+random draws for dropout (torch's ``bernoulli_`` or knn.ops.dropout's samplers),
 the optimizer, and everything else. The bound
 printed last is what removing all non-matrix work would give at most:
 total / matrix-product time, for the same computation.
@@ -26,7 +26,8 @@ from knn.train.provenance import provenance
 KINDS = {
     "matrix products": ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm"),
     "fused scan": ("knn_sk_cpu::forward", "knn_sk_cpu::backward"),
-    "dropout draws": ("aten::bernoulli_", "knn_rng_cpu::bernoulli"),  # torch's sampler, or ours
+    # torch's sampler, or ours (scaled_mask: drawn and divided by q in one pass)
+    "dropout draws": ("aten::bernoulli_", "knn_rng_cpu::bernoulli", "knn_rng_cpu::scaled_mask"),
     "optimizer": ("aten::_fused_adam_", "Optimizer.step#Adam.step", "Optimizer.zero_grad#Adam.zero_grad"),
 }
 

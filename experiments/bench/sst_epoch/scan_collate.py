@@ -1,9 +1,9 @@
 """Two pieces of an SST step timed alone: the fused CPU scan of one layer and collate.
 
-    python -m experiments.bench.sst_epoch.scan_collate [--out FILE.json]   (from a checkout)
+    cd <checkout> && PYTHONPATH=$PWD .venv/bin/python <this file> [--out FILE.json]
 
-Run it in two checkouts, alternating, to compare their code (``python -m`` from the
-checkout's root imports that checkout's ``knn``). At one thread, best of 3 passes:
+Run it in two checkouts, alternating, to compare their code (PYTHONPATH makes the
+checkout's own ``knn`` the one imported). At one thread, best of 3 passes:
 
 * ``knn_sk_cpu::forward`` / ``::backward`` on the SST layer's shape (T = 9 steps, B = 32
   columns, d = 200, n = 2, multiplicative, normalized, h = relu(c_1 + c_2), variational
@@ -86,7 +86,7 @@ def main() -> None:
         "scan_gated_x": scan_us(False),
         "scan_gated_xh": scan_us(True),
         "collate_us_per_batch": collate_us(),
-        **provenance("python -m experiments.bench.sst_epoch.scan_collate"),
+        **provenance("python experiments/bench/sst_epoch/scan_collate.py"),
     }
     print(json.dumps({k: v for k, v in report.items() if k not in ("machine", "ops")}, indent=2))
     if args.out:

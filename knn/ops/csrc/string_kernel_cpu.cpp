@@ -16,7 +16,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 // glibc declares the vector forms of exp (libmvec) only under __FAST_MATH__, which
@@ -191,20 +190,12 @@ void decay_grad_row_as(int64_t d, const T* __restrict lam, const T* __restrict u
 template <typename T>
 void decay_grad_row(bool norm, Input in, int64_t d, const T* lam, const T* uj, const T* prev,
                     const T* cj, const T* dcj, T* dlam, T* duj) {
-  auto run = [&](auto norm_c, auto in_c) {
-    decay_grad_row_as<T, decltype(norm_c)::value, decltype(in_c)::value>(d, lam, uj, prev, cj,
-                                                                         dcj, dlam, duj);
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
-  using First = std::integral_constant<int, kFirst>;
-  using Mult = std::integral_constant<int, kMult>;
-  using Add = std::integral_constant<int, kAdd>;
-  if (norm) {
-    if (in == kFirst) run(Yes{}, First{}); else if (in == kMult) run(Yes{}, Mult{}); else run(Yes{}, Add{});
-  } else {
-    if (in == kFirst) run(No{}, First{}); else if (in == kMult) run(No{}, Mult{}); else run(No{}, Add{});
-  }
+  if (norm && in == kFirst) decay_grad_row_as<T, true, kFirst>(d, lam, uj, prev, cj, dcj, dlam, duj);
+  else if (norm && in == kMult) decay_grad_row_as<T, true, kMult>(d, lam, uj, prev, cj, dcj, dlam, duj);
+  else if (norm) decay_grad_row_as<T, true, kAdd>(d, lam, uj, prev, cj, dcj, dlam, duj);
+  else if (in == kFirst) decay_grad_row_as<T, false, kFirst>(d, lam, uj, prev, cj, dcj, dlam, duj);
+  else if (in == kMult) decay_grad_row_as<T, false, kMult>(d, lam, uj, prev, cj, dcj, dlam, duj);
+  else decay_grad_row_as<T, false, kAdd>(d, lam, uj, prev, cj, dcj, dlam, duj);
 }
 
 // One row of dc_j[t-1] = dc_j ⊙ λ + dc_{j+1} ⊙ a ⊙ (u_{j+1} if multiplicative, else 1), for

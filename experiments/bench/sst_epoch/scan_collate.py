@@ -14,29 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
-from typing import Callable
 
 import torch
+from micro import best_us  # this folder's micro.py (the script's folder is on sys.path)
 
 from knn.data.sst import collate
 from knn.ops import recurrence
 from knn.tools.throughput import trainer_for
 from knn.train.provenance import provenance
-
-
-def best_us(fn: Callable[[], object], reps: int) -> float:
-    """Best of 3 passes, µs per call, after a warm-up."""
-    for _ in range(20):
-        fn()
-    passes = []
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        passes.append((time.perf_counter() - start) / reps * 1e6)
-    return min(passes)
 
 
 def scan_us(gated_on_h: bool, reps: int = 1000) -> dict[str, float]:

@@ -4,6 +4,7 @@ import warnings
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from knn.ops import recurrence as R
 
@@ -94,6 +95,30 @@ def test_xh_scan_in_row_blocks_matches_one_block_and_reference(highway, B, requi
     for one, blocks, want in zip(results[1], results[4], ref):
         torch.testing.assert_close(blocks, one, rtol=1e-13, atol=1e-13)
         torch.testing.assert_close(blocks, want, rtol=1e-10, atol=1e-10)
+
+
+class _Watching(TorchDispatchMode):
+    """A dispatch mode that only watches, as FlopCounterMode does."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("B", [2, 6])
+def test_xh_scan_products_on_blas_equal_the_dispatchers_bit_for_bit(dtype, B, require_fused):
+    # The (x, h)-gated CPU scan calls BLAS itself for its per-step products and dU
+    # (csrc/cpu_gemm.h), and at::mm_out while a dispatch mode watches: the same bits.
+    require_fused("cpu")
+    spec = R.RecurrenceSpec(2, True, True, False, "tanh", False)
+    inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+              for x in make_inputs(2, "gated_xh", "none", True, True, T=5, B=B, d=24)]
+    inputs = [to_device(x, "cpu") for x in inputs]
+    direct = outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)
+    with _Watching():
+        watched = outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)
+    for a, b in zip(direct, watched):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2], DECAYS, HIGHWAYS)))

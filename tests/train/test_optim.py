@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
 
-from knn.train.optim import EpochSchedule, Optimizers, build_optimizer, fused_update, lr_at
+from knn.train.optim import (EpochSchedule, FusedAdam, Optimizers, build_optimizer, fused_update,
+                             lr_at)
 
 
 def test_decay_after_matches_authors_loop() -> None:
@@ -47,6 +49,42 @@ def test_fused_adam_is_adam_up_to_rounding() -> None:
     default, fused = _trained(None), _trained(True)
     assert not torch.equal(default, _trained(None, steps=0))
     torch.testing.assert_close(fused, default, rtol=1e-5, atol=1e-5)
+
+
+def test_lean_fused_adam_is_torchs_fused_adam_bit_for_bit(monkeypatch) -> None:
+    """FusedAdam's own step (every step after the first) gives torch's fused update bit for
+    bit: with the learning rate changed between steps, a parameter without a gradient, and
+    its state saved and loaded into a new optimizer midway."""
+    def models():
+        torch.manual_seed(0)
+        a = nn.Sequential(nn.Linear(12, 32), nn.Tanh(), nn.Linear(32, 3), nn.Linear(3, 3))
+        return a, copy.deepcopy(a)
+    x, y = torch.randn(64, 12), torch.randint(0, 3, (64,))
+    theirs, ours = models()
+    ref = torch.optim.Adam(theirs.parameters(), lr=1e-2, weight_decay=1e-3, fused=True)
+    opt = FusedAdam(ours.parameters(), lr=1e-2, weight_decay=1e-3)
+    fallbacks = []  # every call of torch's step: the reference's, and FusedAdam's fallbacks
+    real_step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, closure=None: (
+        fallbacks.append(self), real_step(self, closure))[1])
+    for step in range(12):
+        for model, o in ((theirs, ref), (ours, opt)):
+            for group in o.param_groups:
+                group["lr"] = 1e-2 * 0.9 ** step
+            o.zero_grad(set_to_none=True)
+            nn.functional.cross_entropy(model[:3](x), y).backward()  # model[3] gets no grad
+            o.step()
+        if step == 5:
+            state = opt.state_dict()
+            opt = FusedAdam(ours.parameters(), lr=1.0, weight_decay=1e-3)
+            opt.load_state_dict(state)
+    for a, b in zip(theirs.parameters(), ours.parameters()):
+        assert torch.equal(a, b)
+    assert not torch.equal(theirs[0].weight, models()[0][0].weight)  # it trained
+    # torch's step ran for the reference every time, for FusedAdam only on the very first
+    # step (it creates the state; the reloaded optimizer has it)
+    assert sum(o is ref for o in fallbacks) == 12
+    assert sum(isinstance(o, FusedAdam) for o in fallbacks) == 1 and opt not in fallbacks
 
 
 def test_build_optimizer_fuses_adam_on_float_parameters() -> None:

@@ -11,6 +11,7 @@
 // GEMM done by ATen, then the elementwise update; rows are still independent, so
 // blocks of rows run their time loops in parallel (for_row_blocks).
 #include "string_kernel_common.h"
+#include "cpu_gemm.h"
 #include "cpu_parallel.h"
 
 #include <ATen/Parallel.h>
@@ -321,16 +322,26 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
       if (s.has_hmask) p.hm = h_in.data_ptr<scalar_t>();
       at::Tensor wt = weight_h.t();
       // One (B, d) buffer for every step's product: a fresh one per step cost more than
-      // the product's arithmetic at SST's sizes. mm_out is a dispatcher op, so torch's
-      // FlopCounterMode still sees it.
+      // the product's arithmetic at SST's sizes.
       at::Tensor r = proj.new_empty({s.B, s.d});
-      p.r = r.data_ptr<scalar_t>();
+      scalar_t* r_p = r.data_ptr<scalar_t>();
+      p.r = r_p;
+      // r = (h[t-1] ⊙ m) Uᵀ on BLAS directly (cpu_gemm.h); through the dispatcher (mm_out)
+      // when a dispatch mode watches it, so FlopCounterMode still counts it.
+      const bool direct = blas_direct<scalar_t>();
+      const scalar_t* wh = weight_h.const_data_ptr<scalar_t>();
       for_row_blocks(s.B, kMinBlockRows, [&](int64_t lo, int64_t hi) {
         std::vector<scalar_t> tmp(2 * s.d);
         for (int64_t t = 0; t < s.T; ++t) {
-          const at::Tensor& src = s.has_hmask ? h_in : h_all.select(0, t);
-          at::Tensor r_rows = r.narrow(0, lo, hi - lo);
-          at::mm_out(r_rows, src.narrow(0, lo, hi - lo), wt);
+          if (direct && hi - lo > 1) {
+            const scalar_t* src = s.has_hmask ? p.hm : p.h_all + t * s.B * s.d;
+            gemm<scalar_t>(false, true, hi - lo, s.d, s.d, src + lo * s.d, s.d, wh, s.d,
+                           r_p + lo * s.d, s.d);
+          } else {
+            const at::Tensor& src = s.has_hmask ? h_in : h_all.select(0, t);
+            at::Tensor r_rows = r.narrow(0, lo, hi - lo);
+            at::mm_out(r_rows, src.narrow(0, lo, hi - lo), wt);
+          }
           for (int64_t b = lo; b < hi; ++b) row_forward(s, p, t, b, tmp.data());
         }
       });
@@ -368,16 +379,23 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
       dg_all = proj.new_empty({s.T, s.B, s.d});
       g.dg_all = dg_all.data_ptr<scalar_t>();
       at::Tensor back = proj.new_empty({s.B, s.d});  // every step's dL/dg_t U, one buffer
-      const scalar_t* back_p = back.data_ptr<scalar_t>();
+      scalar_t* back_p = back.data_ptr<scalar_t>();
       scalar_t* dh_p = dh.data_ptr<scalar_t>();
       const int64_t numel = s.B * s.d;
+      const bool direct = blas_direct<scalar_t>();  // as in forward
+      const scalar_t* wh = weight_h.const_data_ptr<scalar_t>();
       for_row_blocks(s.B, kMinBlockRows, [&](int64_t lo, int64_t hi) {
         std::vector<scalar_t> tmp(5 * s.d);
         for (int64_t t = s.T - 1; t >= 0; --t) {
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
           // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
-          at::Tensor back_rows = back.narrow(0, lo, hi - lo);
-          at::mm_out(back_rows, dg_all.select(0, t).narrow(0, lo, hi - lo), weight_h);
+          if (direct && hi - lo > 1) {
+            gemm<scalar_t>(false, false, hi - lo, s.d, s.d, g.dg_all + (t * s.B + lo) * s.d, s.d,
+                           wh, s.d, back_p + lo * s.d, s.d);
+          } else {
+            at::Tensor back_rows = back.narrow(0, lo, hi - lo);
+            at::mm_out(back_rows, dg_all.select(0, t).narrow(0, lo, hi - lo), weight_h);
+          }
           const int64_t e0 = lo * s.d, e1 = hi * s.d;
           if (s.has_hmask) {
             const scalar_t* m = p.hmask;
@@ -399,7 +417,7 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
           for (int64_t e = 0; e < numel; ++e) out_p[t * numel + e] = h_p[t * numel + e] * m[e];
         h_in = masked;
       }
-      d_wh = at::mm(dg_all.view({s.T * s.B, s.d}).t(), h_in.reshape({s.T * s.B, s.d}));
+      d_wh = knn::blas_mm(dg_all.view({s.T * s.B, s.d}).t(), h_in.reshape({s.T * s.B, s.d}));
     }
   });
   return finish_backward(s, d_proj, d_carry, d_lam_part, bias, h_all, h_mask, dc, dh, d_wh);

@@ -12,6 +12,7 @@
 //
 // The scan runs through the dispatcher (knn_sk_cpu::forward / ::backward of
 // string_kernel_cpu.cpp), so profilers still see it as its own op.
+#include "cpu_gemm.h"
 #include "cpu_parallel.h"
 
 #include <ATen/ATen.h>
@@ -48,7 +49,7 @@ Tensor product(const Tensor& a, const Tensor& w, bool onednn) {
     const Tensor wt = w.t();
     knn::for_row_blocks(a.size(0), kMinProductRows, [&](int64_t lo, int64_t hi) {
       Tensor rows = out.narrow(0, lo, hi - lo);
-      at::mm_out(rows, a.narrow(0, lo, hi - lo), wt);
+      knn::blas_mm_out(rows, a.narrow(0, lo, hi - lo), wt);
     });
     return out;
   }
@@ -150,9 +151,9 @@ class PooledLayer : public torch::autograd::Function<PooledLayer> {
     const bool need_x = ctx->needs_input_grad(0);
     knn::parallel_tasks(need_x ? 2 : 1, [&](int64_t k) {
       if (k == 0)
-        d_weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous() : dy.t().mm(x2);
+        d_weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous() : knn::blas_mm(dy.t(), x2);
       else
-        dx = f.onednn ? product(dy, weight.t(), true) : dy.mm(weight);
+        dx = f.onednn ? product(dy, weight.t(), true) : knn::blas_mm(dy, weight);
     });
     if (need_x) {
       dx = dx.view({T, B, d_in});

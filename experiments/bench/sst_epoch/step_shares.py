@@ -6,7 +6,8 @@ Builds ``experiment=sst/gated_fine`` at one thread through the trainer, takes
 the first ``--steps`` batches of epoch 0 (the random order the trainer uses, so
 phrase lengths are mixed as in a whole epoch), runs 20 warm-up steps, then
 profiles the rest (torch.profiler, self time per op) and sums the self time by
-kind: matrix products (oneDNN linears and aten mm/addmm/bmm), the fused scan,
+kind: matrix products (oneDNN linears, aten mm/addmm/bmm, and the fused ops' own BLAS
+calls, knn::gemm), the fused scan,
 random draws for dropout (torch's ``bernoulli_`` or knn.ops.dropout's samplers),
 the optimizer, and everything else. The bound
 printed last is what removing all non-matrix work would give at most:
@@ -24,11 +25,16 @@ from knn.tools.throughput import first_batches, trainer_for
 from knn.train.provenance import provenance
 
 KINDS = {
-    "matrix products": ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm"),
+    # knn::gemm: the CPU ops' products on BLAS directly (knn/ops/csrc/cpu_gemm.h)
+    "matrix products": ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm",
+                        "knn::gemm"),
     "fused scan": ("knn_sk_cpu::forward", "knn_sk_cpu::backward"),
     # torch's sampler, or ours (scaled_mask: drawn and divided by q in one pass)
     "dropout draws": ("aten::bernoulli_", "knn_rng_cpu::bernoulli", "knn_rng_cpu::scaled_mask"),
-    "optimizer": ("aten::_fused_adam_", "Optimizer.step#Adam.step", "Optimizer.zero_grad#Adam.zero_grad"),
+    # FusedAdam's own step is the kernel and the step counters' _foreach_add_; torch's
+    # step (its first) is recorded as Optimizer.step
+    "optimizer": ("aten::_fused_adam_", "aten::_foreach_add_", "Optimizer.step#FusedAdam.step",
+                  "Optimizer.zero_grad#FusedAdam.zero_grad"),
 }
 
 

@@ -12,10 +12,14 @@
 //
 // The dispatcher is kept where it is watched: under a TorchDispatchMode (torch's
 // FlopCounterMode counts the products it sees), where this torch exports no BLAS, for other
-// dtypes, and for degenerate shapes, aten's at::mm_out runs instead.
+// dtypes, and for degenerate shapes, aten's at::mm_out runs instead. torch.profiler sees
+// the direct products as "knn::gemm" (a RecordFunction, free when nothing profiles).
 #pragma once
 
+#include "cpu_parallel.h"
+
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 
 #include <type_traits>
@@ -49,6 +53,7 @@ bool blas_direct() {
 template <typename T>
 void gemm(bool a_t, bool b_t, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda,
           const T* b, int64_t ldb, T* c, int64_t ldc) {
+  RECORD_FUNCTION("knn::gemm", std::vector<c10::IValue>());
   // Column-major BLAS computes cᵀ (N, M) = bᵀ aᵀ: b is its first operand.
   const char ta = b_t ? 't' : 'n', tb = a_t ? 't' : 'n';
   const int m = int(N), n = int(M), k = int(K), la = int(ldb), lb = int(lda), lc = int(ldc);
@@ -102,6 +107,20 @@ inline void blas_mm_out(at::Tensor& out, const at::Tensor& a, const at::Tensor& 
 inline at::Tensor blas_mm(const at::Tensor& a, const at::Tensor& b) {
   at::Tensor out = a.new_empty({a.size(0), b.size(1)});
   blas_mm_out(out, a, b);
+  return out;
+}
+
+// Rows of a product per thread, at least (below it splitting does not pay).
+constexpr int64_t kMinProductRows = 64;
+
+// a · b into a new (M, N) tensor, in blocks of at least min_rows rows of a, one per thread
+// (cpu_parallel.h); each row is the same dot products as in one call.
+inline at::Tensor blas_mm_in_row_blocks(const at::Tensor& a, const at::Tensor& b, int64_t min_rows) {
+  at::Tensor out = a.new_empty({a.size(0), b.size(1)});
+  for_row_blocks(a.size(0), min_rows, [&](int64_t lo, int64_t hi) {
+    at::Tensor rows = out.narrow(0, lo, hi - lo);
+    blas_mm_out(rows, a.narrow(0, lo, hi - lo), b);
+  });
   return out;
 }
 

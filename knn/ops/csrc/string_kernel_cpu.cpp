@@ -8,8 +8,8 @@
 // Without a recurrent weight (constant, learned or x-gated decay) every
 // element's scan is independent, so one parallel_for runs whole time loops.
 // With the (x, h)-gated decay, each step first needs U (h[t-1] ⊙ m), one small
-// GEMM done by ATen, then the elementwise update; rows are still independent, so
-// blocks of rows run their time loops in parallel (for_row_blocks).
+// GEMM (BLAS as aten's mm calls it, cpu_gemm.h), then the elementwise update; rows are
+// still independent, so blocks of rows run their time loops in parallel (for_row_blocks).
 #include "string_kernel_common.h"
 #include "cpu_gemm.h"
 #include "cpu_parallel.h"
@@ -417,7 +417,8 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
           for (int64_t e = 0; e < numel; ++e) out_p[t * numel + e] = h_p[t * numel + e] * m[e];
         h_in = masked;
       }
-      d_wh = knn::blas_mm(dg_all.view({s.T * s.B, s.d}).t(), h_in.reshape({s.T * s.B, s.d}));
+      d_wh = blas_mm_in_row_blocks(dg_all.view({s.T * s.B, s.d}).t(),
+                                   h_in.reshape({s.T * s.B, s.d}), kMinProductRows);
     }
   });
   return finish_backward(s, d_proj, d_carry, d_lam_part, bias, h_all, h_mask, dc, dh, d_wh);

@@ -37,22 +37,11 @@ using OneDNNLinear = Tensor(const Tensor&, const Tensor&, const std::optional<Te
                             c10::string_view, torch::List<std::optional<at::Scalar>>,
                             std::optional<c10::string_view>);
 
-// Rows of a product per thread, at least (below it splitting does not pay).
-constexpr int64_t kMinProductRows = 64;
-
 // a (M, K) · w (N, K)ᵀ on the library knn.ops.linear.product picks (the caller passes which).
-// aten's in blocks of rows, one per thread (cpu_parallel.h); each row is the same dot
-// products as in one call.
+// aten's (mm's BLAS call, cpu_gemm.h) in blocks of rows, one per thread (cpu_parallel.h);
+// each row is the same dot products as in one call.
 Tensor product(const Tensor& a, const Tensor& w, bool onednn) {
-  if (!onednn) {
-    Tensor out = a.new_empty({a.size(0), w.size(0)});
-    const Tensor wt = w.t();
-    knn::for_row_blocks(a.size(0), kMinProductRows, [&](int64_t lo, int64_t hi) {
-      Tensor rows = out.narrow(0, lo, hi - lo);
-      knn::blas_mm_out(rows, a.narrow(0, lo, hi - lo), wt);
-    });
-    return out;
-  }
+  if (!onednn) return knn::blas_mm_in_row_blocks(a, w.t(), knn::kMinProductRows);
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
                        .typed<OneDNNLinear>();
@@ -144,14 +133,17 @@ class PooledLayer : public torch::autograd::Function<PooledLayer> {
     const Tensor &d_proj = r[0], &d_carry = r[1], &d_decay = r[2], &d_bias = r[3], &d_wh = r[4];
     Tensor x2 = xt.reshape({T * B, d_in});
     Tensor dy = d_proj.view({T * B, -1});
-    // dX = dY W and dW = dYᵀ X as autograd's mm backward computes them; oneDNN as
+    // dX = dY W and dW = dYᵀ X as autograd's mm backward computes them (its BLAS calls,
+    // cpu_gemm.h); oneDNN as
     // knn.ops.linear._onednn_grads does (dW as (Xᵀ dY)ᵀ, which oneDNN reads in place).
-    // dW and dX are independent: one thread each (cpu_parallel.h).
+    // dW and dX are independent: one thread each (cpu_parallel.h); dW alone (the first
+    // layer's input needs no gradient) in blocks of rows.
     Tensor d_weight, dx;
     const bool need_x = ctx->needs_input_grad(0);
     knn::parallel_tasks(need_x ? 2 : 1, [&](int64_t k) {
       if (k == 0)
-        d_weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous() : knn::blas_mm(dy.t(), x2);
+        d_weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous()
+                            : knn::blas_mm_in_row_blocks(dy.t(), x2, knn::kMinProductRows);
       else
         dx = f.onednn ? product(dy, weight.t(), true) : knn::blas_mm(dy, weight);
     });

@@ -31,9 +31,9 @@ def fused_update(params: list[torch.Tensor]) -> bool:
 class FusedAdam(torch.optim.Adam):
     """``torch.optim.Adam(fused=True)`` without the Python bookkeeping around its kernel.
 
-    torch's ``step`` spends about 0.15 ms of an SST step (about 1%) in Python around
-    its one fused kernel: hooks, grouping the tensors by device and dtype, the
-    profiler's record, the graph-capture check. Once every parameter has its state,
+    torch's ``step`` runs Python around its one fused kernel at every step: hooks,
+    grouping the tensors by device and dtype, the graph-capture check; on SST, where
+    steps are a few milliseconds, that is worth skipping. Once every parameter has its state,
     this ``step`` calls the same kernel (``torch._fused_adam_``) on the same lists with
     the same arguments, so the update is torch's bit for bit (tests/train/test_optim.py).
     Whatever that path does not cover goes to torch's ``step``: a closure, hooks, a

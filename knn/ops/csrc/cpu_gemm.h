@@ -2,9 +2,10 @@
 // (string_kernel_cpu.cpp, string_kernel_pooled_cpu.cpp).
 //
 // An SST step makes about 60 products, most of them the scan's per-step (B, d) x (d, d)
-// ones of a few microseconds each. Through at::mm_out each also pays the dispatcher, its
-// checks and its narrow/select views: about 7 µs of a 40 µs product at SST's sizes
-// (experiments/bench/sst_epoch/README.md). Here the same BLAS routine (sgemm_/dgemm_) is
+// ones of a few tens of microseconds each. Through at::mm_out each also pays the
+// dispatcher, its checks and its narrow/select views; without them an SST layer's
+// (x, h) scan took 7-20% less time (experiments/bench/sst_epoch/README.md, 2026-12-01,
+// night). Here the same BLAS routine (sgemm_/dgemm_) is
 // called with the arguments aten's mm passes it for these layouts (addmm_impl_cpu_: a
 // row-major result is computed as its column-major transpose), so the bits are the same
 // (tests/layers/test_string_kernel_pooled.py checks the layer against aten's products bit
@@ -86,12 +87,14 @@ inline void blas_mm_out(at::Tensor& out, const at::Tensor& a, const at::Tensor& 
   int64_t lda = 0, ldb = 0;
   // Dimensions of 1 are where aten renormalizes the leading strides (and BLAS may take
   // other kernels): leave those to aten, as every non-row-major result.
+  const auto dtype = out.scalar_type();
   const bool plain = M > 1 && N > 1 && K > 1 && out.stride(1) == 1 && out.stride(0) >= N &&
                      layout(a, &a_t, &lda) && layout(b, &b_t, &ldb) &&
-                     a.scalar_type() == out.scalar_type() && b.scalar_type() == out.scalar_type();
+                     (dtype == at::kFloat || dtype == at::kDouble) &&
+                     a.scalar_type() == dtype && b.scalar_type() == dtype;
   bool done = false;
   if (plain) {
-    AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "knn_mm_out", [&] {
+    AT_DISPATCH_FLOATING_TYPES(dtype, "knn_mm_out", [&] {
       if (blas_direct<scalar_t>()) {
         gemm<scalar_t>(a_t, b_t, M, N, K, a.const_data_ptr<scalar_t>(), lda,
                        b.const_data_ptr<scalar_t>(), ldb, out.mutable_data_ptr<scalar_t>(),

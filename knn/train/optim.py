@@ -31,12 +31,13 @@ def fused_update(params: list[torch.Tensor]) -> bool:
 class FusedAdam(torch.optim.Adam):
     """``torch.optim.Adam(fused=True)`` without the Python bookkeeping around its kernel.
 
-    torch's ``step`` runs Python around its one fused kernel at every step: hooks,
-    grouping the tensors by device and dtype, the graph-capture check; on SST, where
+    torch's ``step`` runs Python around its one fused kernel at every step: grouping
+    the tensors by device and dtype, the argument checks, the graph-capture check; on SST, where
     steps are a few milliseconds, that is worth skipping. Once every parameter has its state,
     this ``step`` calls the same kernel (``torch._fused_adam_``) on the same lists with
     the same arguments, so the update is torch's bit for bit (tests/train/test_optim.py).
-    Whatever that path does not cover goes to torch's ``step``: a closure, hooks, a
+    Step hooks run as for any optimizer (torch wraps ``step`` with them). Whatever that
+    path does not cover goes to torch's ``step``: a closure, a
     first step (it creates the state), a gradient-scaler's attributes, amsgrad,
     capturable or decoupled settings, a tensor lr, sparse gradients, and parameters of
     mixed devices or dtypes.
@@ -47,13 +48,7 @@ class FusedAdam(torch.optim.Adam):
 
     def _lean_groups(self) -> list[tuple[dict[str, Any], list[torch.Tensor]]] | None:
         """Each group with its parameters that have gradients, or None: use torch's step."""
-        from torch.optim import optimizer as torch_optimizer
-
-        if (self._optimizer_step_pre_hooks or self._optimizer_step_post_hooks
-                or torch_optimizer._global_optimizer_pre_hooks
-                or torch_optimizer._global_optimizer_post_hooks
-                or getattr(self, "grad_scale", None) is not None
-                or getattr(self, "found_inf", None) is not None):
+        if getattr(self, "grad_scale", None) is not None or getattr(self, "found_inf", None) is not None:
             return None
         groups, kinds = [], set()
         for group in self.param_groups:
@@ -73,7 +68,10 @@ class FusedAdam(torch.optim.Adam):
     def step(self, closure: Any = None) -> Any:
         groups = None if closure is not None else self._lean_groups()
         if groups is None:
-            return super().step(closure)
+            # torch.optim wraps every optimizer class's step to run the step hooks; this
+            # class's wrapper already ran them, so call Adam's step unwrapped.
+            adam_step = torch.optim.Adam.step
+            return getattr(adam_step, "__wrapped__", adam_step)(self, closure)
         for group, params in groups:
             if not params:
                 continue

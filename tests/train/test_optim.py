@@ -87,6 +87,20 @@ def test_lean_fused_adam_is_torchs_fused_adam_bit_for_bit(monkeypatch) -> None:
     assert sum(isinstance(o, FusedAdam) for o in fallbacks) == 1 and opt not in fallbacks
 
 
+def test_fused_adam_runs_each_step_hook_once() -> None:
+    torch.optim.Adam(nn.Linear(2, 2).parameters())  # torch then wraps Adam's step with hooks too
+    model = nn.Linear(4, 2)
+    opt = FusedAdam(model.parameters(), lr=1e-2)
+    pre, post = [], []
+    opt.register_step_pre_hook(lambda *args: pre.append(1))
+    opt.register_step_post_hook(lambda *args: post.append(1))
+    for _ in range(3):  # the first step is torch's (it creates the state), then FusedAdam's
+        opt.zero_grad()
+        model(torch.randn(3, 4)).sum().backward()
+        opt.step()
+    assert len(pre) == len(post) == 3
+
+
 def test_build_optimizer_fuses_adam_on_float_parameters() -> None:
     cfg = SimpleNamespace(optimizer="adam", lr=1e-3, weight_decay=0.0, momentum=0.0,
                           embedding_lr=None)

@@ -110,6 +110,16 @@ def test_scaled_mask_is_the_mask_divided_by_q(sampler, seed, skip, n, q, dtype):
     assert torch.equal(got_state, want_state)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scaled_masks_kept_value_is_torchs_one_divided_by_q(sampler, dtype):
+    # The kept value is computed in the dtype (csrc/bernoulli_cpu.cpp), not by div_ itself:
+    # it must be div_'s value for every keep rate, including ones whose float rounds.
+    for q in [1.0, 0.9, 0.8, 0.65, 0.5, 1 / 3, 0.1, 0.123456789, 1e-3, 0.999999, 0.7000001]:
+        kept = D.scaled_mask(torch.empty(0, dtype=dtype), (20_000,), q).unique()
+        want = torch.ones(1, dtype=dtype).div_(q)
+        assert torch.equal(kept[kept != 0], want), q  # 20,000 draws keep some at q = 1e-3
+
+
 def test_sampler_shape_and_usage(sampler):
     usage.reset()
     torch.manual_seed(0)

@@ -91,12 +91,12 @@ void fill_mask(at::mt19937_data_pod& s, T* out, int64_t n, uint64_t threshold, T
 // A new contiguous tensor of `size` and `dtype` whose elements are Bernoulli(p): the values
 // `torch.empty(size, dtype=dtype).bernoulli_(p)` gives on torch's mt19937 path, then, with a
 // divisor, `.div_(divisor)` in the same pass. A kept element is what torch's div_ makes of
-// 1 (computed by that very op, once), a dropped one stays 0: dropout's mask in one pass.
+// 1: the divisor cast to the tensor's dtype, then one correctly rounded division in that
+// dtype (aten's div_true_kernel for float and double); a dropped one stays 0: dropout's mask
+// in one pass (tests/ops/test_dropout.py compares it with torch's, bit for bit).
 at::Tensor draw(c10::IntArrayRef size, double p, c10::ScalarType dtype, const std::optional<double>& divisor) {
   TORCH_CHECK(p >= 0.0 && p <= 1.0, "bernoulli: p must be in [0, 1], got ", p);
   at::Tensor out = at::empty(size, at::TensorOptions().dtype(dtype));
-  at::Tensor kept = at::ones({1}, out.options());
-  if (divisor.has_value()) kept.div_(*divisor);
   const uint64_t threshold = static_cast<uint64_t>(std::ceil(std::ldexp(p, 53)));
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -104,8 +104,9 @@ at::Tensor draw(c10::IntArrayRef size, double p, c10::ScalarType dtype, const st
   at::mt19937 engine = impl->engine();
   at::mt19937_data_pod state = engine.data();
   AT_DISPATCH_FLOATING_TYPES(dtype, "knn_bernoulli", [&] {
-    fill_mask<scalar_t>(state, out.data_ptr<scalar_t>(), out.numel(), threshold,
-                        kept.data_ptr<scalar_t>()[0]);
+    const scalar_t kept = divisor.has_value() ? scalar_t(1) / static_cast<scalar_t>(*divisor)
+                                              : scalar_t(1);
+    fill_mask<scalar_t>(state, out.data_ptr<scalar_t>(), out.numel(), threshold, kept);
   });
   engine.set_data(state);
   impl->set_engine(engine);

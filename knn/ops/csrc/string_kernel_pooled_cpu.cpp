@@ -90,7 +90,7 @@ class PooledLayer : public torch::autograd::Function<PooledLayer> {
                                       gate_bias, given(weight_h) ? weight_h : empty, c0, h0, mask_f,
                                       h_mask.defined() ? h_mask : empty, f.n, f.mult, f.norm,
                                       f.out_sum, f.act, f.highway);
-    Tensor lengths = mask.unsqueeze(-1).to(x.scalar_type()).sum(0).clamp_min(1.0);
+    Tensor lengths = mask_f.unsqueeze(-1).sum(0).clamp_min(1.0);  // the 0/1 sums are exact
     Tensor z = r[0].sum(0) / lengths;  // h is 0 on padding, so this is the masked mean
     ctx->save_for_backward({xt, in_mask, x_mask, weight, weight_h, decay, proj, gate_bias, c0, h0,
                             mask_f, h_mask, r[1], r[2], r[3], lengths, decay_bias, highway_bias});

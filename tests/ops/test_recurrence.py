@@ -4,7 +4,6 @@ import warnings
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from knn.ops import recurrence as R
@@ -105,77 +104,21 @@ class _Watching(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _xh_scan_direct_and_watched(dtype, B, d=24):
-    """The (x, h)-gated CPU scan's outputs and gradients on its own products, and with a
-    dispatch mode watching (its products then go through at::mm_out)."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("B", [2, 6])
+def test_xh_scan_products_on_blas_equal_the_dispatchers_bit_for_bit(dtype, B, require_fused):
+    # The (x, h)-gated CPU scan calls BLAS itself for its per-step products and dU
+    # (csrc/cpu_gemm.h), and at::mm_out while a dispatch mode watches: the same bits.
+    require_fused("cpu")
     spec = R.RecurrenceSpec(2, True, True, False, "tanh", False)
     inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-              for x in make_inputs(2, "gated_xh", "none", True, True, T=5, B=B, d=d)]
+              for x in make_inputs(2, "gated_xh", "none", True, True, T=5, B=B, d=24)]
     inputs = [to_device(x, "cpu") for x in inputs]
     direct = outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)
     with _Watching():
         watched = outputs_and_grads(R._FusedRecurrence.apply, inputs, spec)
-    return direct, watched
-
-
-@pytest.mark.parametrize("B", [2, 6])
-def test_xh_scan_products_on_blas_equal_the_dispatchers_bit_for_bit(B, require_fused):
-    # In float64 the scan calls BLAS itself for its per-step products and dU
-    # (csrc/cpu_gemm.h), with the arguments aten's mm passes: the same bits.
-    require_fused("cpu")
-    for a, b in zip(*_xh_scan_direct_and_watched(torch.float64, B)):
-        assert torch.equal(a, b)
-
-
-@pytest.mark.parametrize("B", [2, 6, 17])
-@pytest.mark.parametrize("d", [24, 37])
-def test_xh_scan_products_on_panels_match_the_dispatchers(B, d, require_fused):
-    # In float (AVX2 builds) the per-step products run on the panel kernel
-    # (csrc/cpu_panel_gemm.h; the profiler sees it as knn::panel_gemm): the same sums in
-    # another order, so equal to rounding (d = 37 leaves a partial panel).
-    require_fused("cpu")
-    if not _panels_built():
-        pytest.skip("the panel kernel needs an AVX2 build")
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        direct, watched = _xh_scan_direct_and_watched(torch.float32, B, d)
     for a, b in zip(direct, watched):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    calls = sum(e.count for e in prof.key_averages() if e.key == "knn::panel_gemm")
-    blocks = max(1, min(torch.get_num_threads(), B // 8))  # string_kernel_cpu.cpp's row blocks
-    assert calls == 2 * 5 * blocks  # each block's 5 steps, forward and back
-
-
-def _panels_built() -> bool:
-    return R._isa()[0] == "avx2"
-
-
-@pytest.mark.parametrize("M,K,N", [(32, 200, 200), (16, 200, 200), (1, 1, 1), (5, 3, 25),
-                                   (7, 1, 49), (3, 512, 23), (6, 33, 24), (0, 4, 5), (4, 0, 5)])
-@pytest.mark.parametrize("b_layout", ["rows", "columns"])
-def test_panel_mm_is_the_product(M, K, N, b_layout, require_fused):
-    # Every tile height (1-4 rows), full and partial panels, and both ways of packing b.
-    require_fused("cpu")
-    if not _panels_built():
-        pytest.skip("the panel kernel needs an AVX2 build")
-    g = torch.Generator().manual_seed(M * 1000 + K * 10 + N)
-    a = torch.randn(M, K, generator=g)
-    b = torch.randn(K, N, generator=g) if b_layout == "rows" else torch.randn(N, K, generator=g).t()
-    got = torch.ops.knn_sk_cpu.panel_mm(a, b)
-    want = (a.double() @ b.double()).float()
-    assert got.shape == (M, N)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4 * max(K, 1) ** 0.5)
-
-
-def test_panel_mm_refuses_what_it_cannot_run(require_fused):
-    require_fused("cpu")
-    if not _panels_built():
-        pytest.skip("the panel kernel needs an AVX2 build")
-    with pytest.raises(RuntimeError, match="do not multiply"):
-        torch.ops.knn_sk_cpu.panel_mm(torch.ones(2, 3), torch.ones(4, 5))
-    with pytest.raises(RuntimeError, match="float operands"):
-        torch.ops.knn_sk_cpu.panel_mm(torch.ones(2, 3, dtype=torch.float64), torch.ones(3, 5))
-    with pytest.raises(RuntimeError, match="depth"):
-        torch.ops.knn_sk_cpu.panel_mm(torch.ones(2, 513), torch.ones(513, 5))
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("n,decay,highway", list(itertools.product([1, 2], DECAYS, HIGHWAYS)))

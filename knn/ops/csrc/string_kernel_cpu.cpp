@@ -8,12 +8,10 @@
 // Without a recurrent weight (constant, learned or x-gated decay) every
 // element's scan is independent, so one parallel_for runs whole time loops.
 // With the (x, h)-gated decay, each step first needs U (h[t-1] ⊙ m), one small
-// GEMM (in float on a kernel with U packed once per scan, cpu_panel_gemm.h; else BLAS as
-// aten's mm calls it, cpu_gemm.h), then the elementwise update; rows are still
-// independent, so blocks of rows run their time loops in parallel (for_row_blocks).
+// GEMM (BLAS as aten's mm calls it, cpu_gemm.h), then the elementwise update; rows are
+// still independent, so blocks of rows run their time loops in parallel (for_row_blocks).
 #include "string_kernel_common.h"
 #include "cpu_gemm.h"
-#include "cpu_panel_gemm.h"
 #include "cpu_parallel.h"
 
 #include <ATen/Parallel.h>
@@ -328,21 +326,17 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
       at::Tensor r = proj.new_empty({s.B, s.d});
       scalar_t* r_p = r.data_ptr<scalar_t>();
       p.r = r_p;
-      // r = (h[t-1] ⊙ m) Uᵀ on the panel kernel (Uᵀ packed here) or BLAS directly;
-      // through the dispatcher (mm_out) when a dispatch mode watches it, so
-      // FlopCounterMode still counts it.
-      const bool panels = panel_gemm_applies<scalar_t>(s.d);
+      // r = (h[t-1] ⊙ m) Uᵀ on BLAS directly (cpu_gemm.h); through the dispatcher (mm_out)
+      // when a dispatch mode watches it, so FlopCounterMode still counts it.
       const bool direct = blas_direct<scalar_t>();
       const scalar_t* wh = weight_h.const_data_ptr<scalar_t>();
-      const Panels u_t = panels ? pack_panels(wh, s.d, s.d, 1, s.d) : Panels();  // Uᵀ(k, j) = U[j][k]
       for_row_blocks(s.B, kMinBlockRows, [&](int64_t lo, int64_t hi) {
         std::vector<scalar_t> tmp(2 * s.d);
         for (int64_t t = 0; t < s.T; ++t) {
-          const scalar_t* rows = (s.has_hmask ? p.hm : p.h_all + t * s.B * s.d) + lo * s.d;
-          if (panels) {
-            panel_gemm(hi - lo, rows, s.d, u_t, r_p + lo * s.d, s.d);
-          } else if (direct && hi - lo > 1) {
-            gemm<scalar_t>(false, true, hi - lo, s.d, s.d, rows, s.d, wh, s.d, r_p + lo * s.d, s.d);
+          if (direct && hi - lo > 1) {
+            const scalar_t* src = s.has_hmask ? p.hm : p.h_all + t * s.B * s.d;
+            gemm<scalar_t>(false, true, hi - lo, s.d, s.d, src + lo * s.d, s.d, wh, s.d,
+                           r_p + lo * s.d, s.d);
           } else {
             const at::Tensor& src = s.has_hmask ? h_in : h_all.select(0, t);
             at::Tensor r_rows = r.narrow(0, lo, hi - lo);
@@ -388,18 +382,14 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
       scalar_t* back_p = back.data_ptr<scalar_t>();
       scalar_t* dh_p = dh.data_ptr<scalar_t>();
       const int64_t numel = s.B * s.d;
-      const bool panels = panel_gemm_applies<scalar_t>(s.d);  // as in forward
-      const bool direct = blas_direct<scalar_t>();
+      const bool direct = blas_direct<scalar_t>();  // as in forward
       const scalar_t* wh = weight_h.const_data_ptr<scalar_t>();
-      const Panels u = panels ? pack_panels(wh, s.d, s.d, s.d, 1) : Panels();
       for_row_blocks(s.B, kMinBlockRows, [&](int64_t lo, int64_t hi) {
         std::vector<scalar_t> tmp(5 * s.d);
         for (int64_t t = s.T - 1; t >= 0; --t) {
           for (int64_t b = lo; b < hi; ++b) row_backward(s, p, g, t, b, tmp.data());
           // dL/dh[t-1] += (dL/dg_t U) ⊙ m; padded rows have dg_t = 0 and keep their dh.
-          if (panels) {
-            panel_gemm(hi - lo, g.dg_all + (t * s.B + lo) * s.d, s.d, u, back_p + lo * s.d, s.d);
-          } else if (direct && hi - lo > 1) {
+          if (direct && hi - lo > 1) {
             gemm<scalar_t>(false, false, hi - lo, s.d, s.d, g.dg_all + (t * s.B + lo) * s.d, s.d,
                            wh, s.d, back_p + lo * s.d, s.d);
           } else {
@@ -434,23 +424,6 @@ std::vector<at::Tensor> backward(at::Tensor d_out, at::Tensor d_c_last, at::Tens
   return finish_backward(s, d_proj, d_carry, d_lam_part, bias, h_all, h_mask, dc, dh, d_wh);
 }
 
-// a (M, K) · b (K, N) on the scan's panel kernel (cpu_panel_gemm.h), for the tests to
-// check it against torch.mm on any shape; b may have any strides.
-at::Tensor panel_mm(at::Tensor a, at::Tensor b) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), "panel_mm: shapes ",
-              a.sizes(), " and ", b.sizes(), " do not multiply");
-  TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat &&
-                  panel_gemm_applies<float>(a.size(1)),
-              "panel_mm: needs float operands, an AVX2 build, depth <= ", kMaxPanelDepth,
-              " and no dispatch mode");
-  a = a.contiguous();
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  const Panels packed = pack_panels(b.const_data_ptr<float>(), K, N, b.stride(0), b.stride(1));
-  at::Tensor c = a.new_empty({M, N});
-  panel_gemm(M, a.const_data_ptr<float>(), K, packed, c.mutable_data_ptr<float>(), N);
-  return c;
-}
-
 }  // namespace
 
 // torch.ops.knn_sk_cpu.forward / .backward (the namespace is fixed; the library file's
@@ -458,5 +431,4 @@ at::Tensor panel_mm(at::Tensor a, at::Tensor b) {
 TORCH_LIBRARY(knn_sk_cpu, m) {
   m.def("forward", &forward);
   m.def("backward", &backward);
-  m.def("panel_mm", &panel_mm);
 }

@@ -32,15 +32,15 @@ class FusedAdam(torch.optim.Adam):
     """``torch.optim.Adam(fused=True)`` without the Python bookkeeping around its kernel.
 
     torch's ``step`` runs Python around its one fused kernel at every step: grouping
-    the tensors by device and dtype, the argument checks, the graph-capture check; on SST, where
-    steps are a few milliseconds, that is worth skipping. Once every parameter has its state,
-    this ``step`` calls the same kernel (``torch._fused_adam_``) on the same lists with
-    the same arguments, so the update is torch's bit for bit (tests/train/test_optim.py).
-    Step hooks run as for any optimizer (torch wraps ``step`` with them). Whatever that
-    path does not cover goes to torch's ``step``: a closure, a
-    first step (it creates the state), a gradient-scaler's attributes, amsgrad,
-    capturable or decoupled settings, a tensor lr, sparse gradients, and parameters of
-    mixed devices or dtypes.
+    the tensors by device and dtype, the argument checks, the graph-capture check; on
+    SST, where steps are a few milliseconds, that is worth skipping. Once every parameter
+    has its state, this ``step`` calls the same kernel (``torch._fused_adam_``) on the
+    same lists with the same arguments, so the update is torch's bit for bit
+    (tests/train/test_optim.py). Step hooks run as for any optimizer (torch wraps
+    ``step`` with them). Whatever that path does not cover goes to torch's ``step``: a
+    closure, a first step (it creates the state), a gradient-scaler's attributes,
+    amsgrad, capturable or decoupled settings, a tensor lr, sparse gradients, and
+    parameters of mixed devices or dtypes.
     """
 
     def __init__(self, params: Any, **kwargs: Any) -> None:

@@ -4,9 +4,8 @@
 // An SST step makes about 60 products, most of them the scan's per-step (B, d) x (d, d)
 // ones of a few tens of microseconds each. Through at::mm_out each also pays the
 // dispatcher, its checks and its narrow/select views; without them an SST layer's
-// (x, h) scan took 7-20% less time (experiments/bench/sst_epoch/README.md, 2026-12-01,
-// night). Here the same BLAS routine (sgemm_/dgemm_) is
-// called with the arguments aten's mm passes it for these layouts (addmm_impl_cpu_: a
+// (x, h) scan took 6-20% less time at one thread (experiments/bench/sst_epoch/README.md,
+// 2026-12-01, night). Here the same BLAS routine (sgemm_/dgemm_) is called with the arguments aten's mm passes it for these layouts (addmm_impl_cpu_: a
 // row-major result is computed as its column-major transpose), so the bits are the same
 // (tests/layers/test_string_kernel_pooled.py checks the layer against aten's products bit
 // for bit).

@@ -161,13 +161,14 @@ class StringKernelLayer(nn.Module):
     def initial_state(self, batch: int, like: Tensor) -> KernelState:
         return KernelState(like.new_zeros(batch, self.cfg.n, self.d), like.new_zeros(batch, self.d))
 
-    def _variational_masks(self, x: Tensor) -> tuple[Tensor | None, Tensor | None]:
-        """Training with rnn_dropout: the input's (1, B, d_in) and the state's (B, d) masks."""
+    def variational_masks(self, like: Tensor, batch: int) -> tuple[Tensor | None, Tensor | None]:
+        """Training with rnn_dropout: the input's (1, B, d_in) and the state's (B, d) masks,
+        drawn in that order in ``like``'s dtype (None, None otherwise)."""
         p = self.cfg.rnn_dropout
         if not (self.training and p > 0):
             return None, None
-        B = x.shape[1]
-        return _variational_mask(x, (1, B, self.d_in), p), _variational_mask(x, (B, self.d), p)
+        return (_variational_mask(like, (1, batch, self.d_in), p),
+                _variational_mask(like, (batch, self.d), p))
 
     def forward_pooled(self, x: Tensor, mask: Tensor, in_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """(h, z) for x (T, B, d_in), mask (T, B): h (T, B, d) is this layer on x ⊙ in_mask from
@@ -176,7 +177,7 @@ class StringKernelLayer(nn.Module):
         (:mod:`knn.layers.string_kernel_pooled`), with the same numbers bit for bit."""
         if not pooled.fused_applies(x):
             return pooled.pooled_layer_ref(self, x, mask, in_mask)
-        x_mask, h_mask = self._variational_masks(x)
+        x_mask, h_mask = self.variational_masks(x, x.shape[1])
         return pooled.pooled_layer(x, in_mask, x_mask, self.weight, self.weight_h, self.decay(),
                                    self.decay_bias, self.highway_bias, h_mask, mask, self.spec,
                                    carry_is_input=self.cfg.highway and not self.carry_projected)
@@ -188,7 +189,7 @@ class StringKernelLayer(nn.Module):
         T, B, _ = x.shape
         if state is None:
             state = self.initial_state(B, x)
-        x_mask, h_mask = self._variational_masks(x)
+        x_mask, h_mask = self.variational_masks(x, B)
         if x_mask is not None:
             x = x * x_mask  # same mask at every step
         proj = linear(x.reshape(T * B, self.d_in), self.weight).view(T, B, -1, self.d)  # (T, B, K, d)

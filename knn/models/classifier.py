@@ -39,12 +39,16 @@ from typing import Optional
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 from knn.layers.string_kernel_pooled import fused_applies as pooled_layer_applies
 from knn.layers.string_kernel_pooled import masked_mean
-from knn.ops.dropout import Dropout, dropout_mask
+from knn.ops import usage
+from knn.ops.dropout import Dropout, dropout_mask, scaled_mask
+from knn.ops.linear import onednn_enabled
+from knn.ops.recurrence import op_flags
 
 POOLINGS = ("mean", "last")
 INITS = ("authors",)  # besides None: this library's default
@@ -206,6 +210,43 @@ class KernelClassifier(nn.Module):
     def forward(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """tokens (T, B) long, mask (T, B) bool -> logits (B, C)."""
         return self.out(self.drop(self.features(tokens, mask)))
+
+    def nll_sum(self, tokens: Tensor, mask: Tensor, labels: Tensor) -> Tensor:
+        """Σ_b -log softmax(forward(tokens, mask)_b)[labels_b], the training loss's sum.
+
+        When training on the fused CPU path it is one autograd node that computes the loss
+        and its gradients at once, one half of the batch per thread
+        (``knn/ops/csrc/classifier_cpu.cpp``), from dropout masks drawn here in the order
+        :meth:`forward` draws them: the same generator stream, and the same loss and
+        gradients up to the order of the sums over examples. Elsewhere it is
+        ``cross_entropy(forward(tokens, mask), labels, reduction="sum")``.
+        """
+        like = self.embedding.weight
+        if not (self.training and torch.is_grad_enabled() and self._fuses(like)):
+            return F.cross_entropy(self(tokens, mask), labels, reduction="sum")
+        T, B = tokens.shape
+        p = self.drop.p
+
+        def drop_mask(shape: tuple[int, ...]) -> Tensor | None:  # as dropout() would draw it
+            return scaled_mask(like, shape, 1.0 - p) if p > 0 else None
+
+        params, masks, flags = [], [], []
+        for layer in self.layers:
+            decay = layer.decay()
+            params += [layer.weight, *(like.new_empty(0) if t is None else t for t in
+                                       (layer.weight_h, decay, layer.decay_bias, layer.highway_bias))]
+            masks += [drop_mask((T, B, layer.d_in)),
+                      *layer.variational_masks(like, B)]
+            flags += [*op_flags(layer.spec), layer.cfg.highway and not layer.carry_projected]
+        params.append(self.out.weight)
+        masks.append(drop_mask((B, self.out.in_features)))
+        onednn = onednn_enabled(like) and self.layers[0].weight.dtype == like.dtype
+        usage.record("fused_scan")
+        usage.record("onednn" if onednn else "aten_linear")
+        empty = like.new_empty(0)
+        return torch.ops.knn_sk_cpu.classifier_nll(
+            params, tokens, mask, labels, like, [empty if m is None else m for m in masks], flags,
+            onednn)
 
 
 class KimCNN(nn.Module):

@@ -219,9 +219,11 @@ def _build(device_type: str):
         # The ISA is part of the name so a cached build never runs on a CPU without it.
         name=f"knn_string_kernel_cpu_{isa}_{digest}",
         # One library for the CPU ops: the scan, the pooled layer node of
-        # knn.layers.string_kernel_pooled, and the Bernoulli sampler of knn.ops.dropout.
+        # knn.layers.string_kernel_pooled, the SST classifier's loss node of
+        # knn.models.classifier, and the Bernoulli sampler of knn.ops.dropout.
         sources=[str(_CSRC / f) for f in
-                 ("string_kernel_cpu.cpp", "string_kernel_pooled_cpu.cpp", "bernoulli_cpu.cpp")],
+                 ("string_kernel_cpu.cpp", "string_kernel_pooled_cpu.cpp", "classifier_cpu.cpp",
+                  "bernoulli_cpu.cpp")],
         # -ffast-math lets gcc vectorize (exp through glibc's libmvec, declared in the
         # source); compile-only, so the process-wide flush-to-zero of crtfastmath.o is
         # never linked in.

@@ -227,8 +227,11 @@ class SentimentClassification:
 
     def training_step(self, model: nn.Module, batch: tuple[Batch, float]) -> StepResult:
         b, scale = batch
-        logits = model(b.tokens, b.mask)  # (B, C)
-        nll = F.cross_entropy(logits, b.labels, reduction="sum")
+        # A model's own nll_sum (the Kernel NN's fused loss node) where it has one; a DDP
+        # wrapper has none, and trains through its forward
+        nll_sum = getattr(model, "nll_sum", None)
+        nll = (nll_sum(b.tokens, b.mask, b.labels) if nll_sum is not None
+               else F.cross_entropy(model(b.tokens, b.mask), b.labels, reduction="sum"))
         n = b.labels.numel() if scale else 0  # a stand-in item is not counted
         return StepResult(loss=nll / b.labels.numel() * scale, total=nll.detach() if n else 0.0,
                           count=n)

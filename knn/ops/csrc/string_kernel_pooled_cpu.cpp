@@ -12,6 +12,8 @@
 //
 // The scan runs through the dispatcher (knn_sk_cpu::forward / ::backward of
 // string_kernel_cpu.cpp), so profilers still see it as its own op.
+#include "pooled_layer.h"
+
 #include "cpu_gemm.h"
 #include "cpu_parallel.h"
 
@@ -48,19 +50,106 @@ Tensor product(const Tensor& a, const Tensor& w, bool onednn) {
   return op.call(a, w, std::nullopt, "none", torch::List<std::optional<at::Scalar>>(), "");
 }
 
-// An optional tensor of the layer: absent ones reach the node as 0-element tensors, since
-// torch's C++ autograd.Function cannot take undefined tensor inputs.
-bool given(const Tensor& t) { return t.defined() && t.numel() > 0; }
+// An undefined tensor as the scan ops take it: 0 elements.
+Tensor or_empty(const Tensor& t, const Tensor& empty) { return knn::given(t) ? t : empty; }
 
-// The dropout masks and the padding mask: never differentiated, so not node inputs.
-struct Masks {
-  Tensor in_mask, x_mask, h_mask, mask;
-};
+}  // namespace
 
-struct Flags {
-  int64_t n, act;
-  bool mult, norm, out_sum, highway, carry_is_input, onednn;
-};
+namespace knn {
+
+std::vector<Tensor> PooledSaved::list() const {
+  return {xt, m.in_mask, m.x_mask, p.weight, p.weight_h, p.decay, proj, gate_bias, c0, h0,
+          mask_f, m.h_mask, c_all, h_all, lam_all, lengths, p.decay_bias, p.highway_bias};
+}
+
+PooledSaved PooledSaved::from_list(const std::vector<Tensor>& s) {
+  return {s[0], s[6], s[7], s[8], s[9], s[10], s[12], s[13], s[14], s[15],
+          PooledParams{s[3], s[4], s[5], s[16], s[17]}, PooledMasks{s[1], s[2], s[11], Tensor()}};
+}
+
+std::pair<Tensor, Tensor> pooled_forward(const Tensor& x, const PooledParams& p,
+                                         const PooledMasks& m, const PooledFlags& f,
+                                         PooledSaved* saved) {
+  static auto scan = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("knn_sk_cpu::forward", "")
+                         .typed<ScanForward>();
+  const int64_t T = x.size(0), B = x.size(1), d_in = x.size(2);
+  const bool gated = !given(p.decay);
+  const int64_t K = f.n + gated + f.highway + (f.highway && !f.carry_is_input);
+  const int64_t d = p.weight.size(0) / K;
+  Tensor xt = m.in_mask.defined() ? x * m.in_mask : x;
+  if (m.x_mask.defined()) xt = xt * m.x_mask;
+  Tensor proj = product(xt.reshape({T * B, d_in}), p.weight, f.onednn).view({T, B, K, d});
+  Tensor zeros = x.new_zeros({d});
+  Tensor gate_bias = at::stack({given(p.decay_bias) ? p.decay_bias : zeros,
+                                given(p.highway_bias) ? p.highway_bias : zeros});
+  Tensor c0 = x.new_zeros({B, f.n, d}), h0 = x.new_zeros({B, d});
+  Tensor empty = x.new_empty({0});
+  Tensor mask_f = m.mask.to(x.scalar_type());
+  std::vector<Tensor> r = scan.call(proj, f.carry_is_input ? xt : empty, or_empty(p.decay, empty),
+                                    gate_bias, or_empty(p.weight_h, empty), c0, h0, mask_f,
+                                    m.h_mask.defined() ? m.h_mask : empty, f.n, f.mult, f.norm,
+                                    f.out_sum, f.act, f.highway);
+  Tensor lengths = mask_f.unsqueeze(-1).sum(0).clamp_min(1.0);  // the 0/1 sums are exact
+  Tensor z = r[0].sum(0) / lengths;  // h is 0 on padding, so this is the masked mean
+  *saved = PooledSaved{xt, proj, gate_bias, c0, h0, mask_f, r[1], r[2], r[3], lengths, p, m};
+  return {r[0], z};
+}
+
+PooledGrads pooled_backward(const PooledSaved& s, const PooledFlags& f, const Tensor& d_h,
+                            const Tensor& d_z, bool need_x) {
+  static auto scan = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("knn_sk_cpu::backward", "")
+                         .typed<ScanBackward>();
+  const int64_t T = s.xt.size(0), B = s.xt.size(1), d_in = s.xt.size(2);
+  // dL/dh[t] over real steps: the next layer's share plus the mean's; the scan never
+  // reads padded steps' gradients.
+  Tensor g;
+  if (d_z.defined()) {
+    g = (d_z / s.lengths).expand({T, B, -1});
+    if (d_h.defined()) g = d_h + g;
+  } else {
+    g = d_h.defined() ? d_h : at::zeros_like(s.proj.select(2, 0));
+  }
+  Tensor empty = s.xt.new_empty({0});
+  std::vector<Tensor> r = scan.call(
+      g.contiguous(), at::zeros_like(s.c0), at::zeros_like(s.h0), s.proj,
+      f.carry_is_input ? s.xt : empty, or_empty(s.p.decay, empty), s.gate_bias,
+      or_empty(s.p.weight_h, empty), s.c0, s.h0, s.mask_f,
+      s.m.h_mask.defined() ? s.m.h_mask : empty, s.c_all, s.h_all, s.lam_all, f.n, f.mult,
+      f.norm, f.out_sum, f.act, f.highway);
+  const Tensor &d_proj = r[0], &d_carry = r[1], &d_decay = r[2], &d_bias = r[3], &d_wh = r[4];
+  Tensor x2 = s.xt.reshape({T * B, d_in});
+  Tensor dy = d_proj.view({T * B, -1});
+  // dX = dY W and dW = dYᵀ X as autograd's mm backward computes them (its BLAS calls,
+  // cpu_gemm.h); oneDNN as knn.ops.linear._onednn_grads does (dW as (Xᵀ dY)ᵀ, which
+  // oneDNN reads in place). dW and dX are independent: one thread each
+  // (cpu_parallel.h); dW alone (the first layer's input needs no gradient) in blocks of rows.
+  PooledGrads out;
+  parallel_tasks(need_x ? 2 : 1, [&](int64_t k) {
+    if (k == 0)
+      out.weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous()
+                            : blas_mm_in_row_blocks(dy.t(), x2, kMinProductRows);
+    else
+      out.dx = f.onednn ? product(dy, s.p.weight.t(), true) : blas_mm(dy, s.p.weight);
+  });
+  if (need_x) {
+    Tensor dx = out.dx.view({T, B, d_in});
+    if (f.carry_is_input) dx = dx + d_carry;
+    if (s.m.x_mask.defined()) dx = dx * s.m.x_mask;
+    if (s.m.in_mask.defined()) dx = dx * s.m.in_mask;
+    out.dx = dx;
+  }
+  if (given(s.p.weight_h)) out.weight_h = d_wh;
+  if (given(s.p.decay)) out.decay = d_decay;
+  if (given(s.p.decay_bias)) out.decay_bias = d_bias.select(0, 0);
+  if (given(s.p.highway_bias)) out.highway_bias = d_bias.select(0, 1);
+  return out;
+}
+
+}  // namespace knn
+
+namespace {
 
 class PooledLayer : public torch::autograd::Function<PooledLayer> {
  public:
@@ -68,101 +157,30 @@ class PooledLayer : public torch::autograd::Function<PooledLayer> {
   static variable_list forward(AutogradContext* ctx, const Tensor& x, const Tensor& weight,
                                const Tensor& weight_h, const Tensor& decay,
                                const Tensor& decay_bias, const Tensor& highway_bias,
-                               const Masks& m, Flags f) {
-    static auto scan = c10::Dispatcher::singleton()
-                           .findSchemaOrThrow("knn_sk_cpu::forward", "")
-                           .typed<ScanForward>();
-    const int64_t T = x.size(0), B = x.size(1), d_in = x.size(2);
-    const Tensor &in_mask = m.in_mask, &x_mask = m.x_mask, &h_mask = m.h_mask, &mask = m.mask;
-    const bool gated = !given(decay);
-    const int64_t K = f.n + gated + f.highway + (f.highway && !f.carry_is_input);
-    const int64_t d = weight.size(0) / K;
-    Tensor xt = in_mask.defined() ? x * in_mask : x;
-    if (x_mask.defined()) xt = xt * x_mask;
-    Tensor proj = product(xt.reshape({T * B, d_in}), weight, f.onednn).view({T, B, K, d});
-    Tensor zeros = x.new_zeros({d});
-    Tensor gate_bias = at::stack({given(decay_bias) ? decay_bias : zeros,
-                                  given(highway_bias) ? highway_bias : zeros});
-    Tensor c0 = x.new_zeros({B, f.n, d}), h0 = x.new_zeros({B, d});
-    Tensor empty = x.new_empty({0});
-    Tensor mask_f = mask.to(x.scalar_type());
-    std::vector<Tensor> r = scan.call(proj, f.carry_is_input ? xt : empty, given(decay) ? decay : empty,
-                                      gate_bias, given(weight_h) ? weight_h : empty, c0, h0, mask_f,
-                                      h_mask.defined() ? h_mask : empty, f.n, f.mult, f.norm,
-                                      f.out_sum, f.act, f.highway);
-    Tensor lengths = mask_f.unsqueeze(-1).sum(0).clamp_min(1.0);  // the 0/1 sums are exact
-    Tensor z = r[0].sum(0) / lengths;  // h is 0 on padding, so this is the masked mean
-    ctx->save_for_backward({xt, in_mask, x_mask, weight, weight_h, decay, proj, gate_bias, c0, h0,
-                            mask_f, h_mask, r[1], r[2], r[3], lengths, decay_bias, highway_bias});
+                               const knn::PooledMasks& m, knn::PooledFlags f) {
+    knn::PooledSaved saved;
+    auto [h, z] = knn::pooled_forward(
+        x, knn::PooledParams{weight, weight_h, decay, decay_bias, highway_bias}, m, f, &saved);
+    ctx->save_for_backward(saved.list());
     ctx->saved_data["flags"] = std::vector<int64_t>{f.n, f.act, f.mult, f.norm, f.out_sum,
                                                    f.highway, f.carry_is_input, f.onednn};
     // An unused output's gradient stays undefined instead of a tensor of zeros to add.
     ctx->set_materialize_grads(false);
-    return {r[0], z};
+    return {h, z};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static auto scan = c10::Dispatcher::singleton()
-                           .findSchemaOrThrow("knn_sk_cpu::backward", "")
-                           .typed<ScanBackward>();
-    const variable_list s = ctx->get_saved_variables();
-    const Tensor &xt = s[0], &in_mask = s[1], &x_mask = s[2], &weight = s[3], &weight_h = s[4],
-                 &decay = s[5], &proj = s[6], &gate_bias = s[7], &c0 = s[8], &h0 = s[9],
-                 &mask_f = s[10], &h_mask = s[11], &lengths = s[15], &decay_bias = s[16],
-                 &highway_bias = s[17];
     const std::vector<int64_t> v = ctx->saved_data["flags"].toIntVector();
-    const Flags f{v[0], v[1], bool(v[2]), bool(v[3]), bool(v[4]), bool(v[5]), bool(v[6]), bool(v[7])};
-    const int64_t T = xt.size(0), B = xt.size(1), d_in = xt.size(2);
-    const Tensor &d_h = grads[0], &d_z = grads[1];
-    // dL/dh[t] over real steps: the next layer's share plus the mean's; the scan never
-    // reads padded steps' gradients.
-    Tensor g;
-    if (d_z.defined()) {
-      g = (d_z / lengths).expand({T, B, -1});
-      if (d_h.defined()) g = d_h + g;
-    } else {
-      g = d_h.defined() ? d_h : at::zeros_like(proj.select(2, 0));
-    }
-    Tensor empty = xt.new_empty({0});
-    std::vector<Tensor> r = scan.call(
-        g.contiguous(), at::zeros_like(c0), at::zeros_like(h0), proj,
-        f.carry_is_input ? xt : empty, given(decay) ? decay : empty, gate_bias,
-        given(weight_h) ? weight_h : empty, c0, h0, mask_f, h_mask.defined() ? h_mask : empty,
-        s[12], s[13], s[14], f.n, f.mult, f.norm,
-        f.out_sum, f.act, f.highway);
-    const Tensor &d_proj = r[0], &d_carry = r[1], &d_decay = r[2], &d_bias = r[3], &d_wh = r[4];
-    Tensor x2 = xt.reshape({T * B, d_in});
-    Tensor dy = d_proj.view({T * B, -1});
-    // dX = dY W and dW = dYᵀ X as autograd's mm backward computes them (its BLAS calls,
-    // cpu_gemm.h); oneDNN as
-    // knn.ops.linear._onednn_grads does (dW as (Xᵀ dY)ᵀ, which oneDNN reads in place).
-    // dW and dX are independent: one thread each (cpu_parallel.h); dW alone (the first
-    // layer's input needs no gradient) in blocks of rows.
-    Tensor d_weight, dx;
-    const bool need_x = ctx->needs_input_grad(0);
-    knn::parallel_tasks(need_x ? 2 : 1, [&](int64_t k) {
-      if (k == 0)
-        d_weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous()
-                            : knn::blas_mm_in_row_blocks(dy.t(), x2, knn::kMinProductRows);
-      else
-        dx = f.onednn ? product(dy, weight.t(), true) : knn::blas_mm(dy, weight);
-    });
-    if (need_x) {
-      dx = dx.view({T, B, d_in});
-      if (f.carry_is_input) dx = dx + d_carry;
-      if (x_mask.defined()) dx = dx * x_mask;
-      if (in_mask.defined()) dx = dx * in_mask;
-    }
+    const knn::PooledFlags f{v[0], v[1], bool(v[2]), bool(v[3]), bool(v[4]),
+                             bool(v[5]), bool(v[6]), bool(v[7])};
+    knn::PooledGrads g = knn::pooled_backward(
+        knn::PooledSaved::from_list(ctx->get_saved_variables()), f, grads[0], grads[1],
+        ctx->needs_input_grad(0));
     // One per forward argument (x, weight, weight_h, decay, decay_bias, highway_bias, m, f);
     // needs_input_grad counts the tensor arguments only.
-    return {dx,
-            d_weight,
-            given(weight_h) ? d_wh : Tensor(),
-            given(decay) && ctx->needs_input_grad(3) ? d_decay : Tensor(),
-            given(decay_bias) && ctx->needs_input_grad(4) ? d_bias.select(0, 0) : Tensor(),
-            given(highway_bias) && ctx->needs_input_grad(5) ? d_bias.select(0, 1) : Tensor(),
-            Tensor(),
-            Tensor()};
+    auto wanted = [&](const Tensor& grad, int i) { return ctx->needs_input_grad(i) ? grad : Tensor(); };
+    return {g.dx, g.weight, g.weight_h, wanted(g.decay, 3), wanted(g.decay_bias, 4),
+            wanted(g.highway_bias, 5), Tensor(), Tensor()};
   }
 };
 
@@ -177,9 +195,10 @@ std::vector<Tensor> pooled(const Tensor& x, const std::optional<Tensor>& in_mask
   const Tensor none = x.new_empty({0});
   auto param = [&](const std::optional<Tensor>& t) { return t.has_value() ? *t : none; };
   auto get = [](const std::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(); };
-  return PooledLayer::apply(x, weight, param(weight_h), param(decay), param(decay_bias),
-                            param(highway_bias), Masks{get(in_mask), get(x_mask), get(h_mask), mask},
-                            Flags{n, act, mult, norm, out_sum, highway, carry_is_input, onednn});
+  return PooledLayer::apply(
+      x, weight, param(weight_h), param(decay), param(decay_bias), param(highway_bias),
+      knn::PooledMasks{get(in_mask), get(x_mask), get(h_mask), mask},
+      knn::PooledFlags{n, act, mult, norm, out_sum, highway, carry_is_input, onednn});
 }
 
 }  // namespace

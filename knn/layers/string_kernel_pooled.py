@@ -14,7 +14,8 @@ layer; here it is one node whose backward is written out, which took an SST step
 at one thread from 14.3 to 13.3 ms (``experiments/bench/sst_epoch/2026-12-01/fused_layer_ab.json``).
 The node is C++ (``torch.ops.knn_sk_cpu.pooled``, ``knn/ops/csrc/string_kernel_pooled_cpu.cpp``),
 so that with two or more threads its products run side by side on them (measured in
-``experiments/bench/sst_epoch/README.md``). Its backward:
+``experiments/bench/sst_epoch/README.md``); its forward and backward are plain C++
+functions (``csrc/pooled_layer.h``) that the classifier's loss node calls too. Its backward:
 
     g      = dL/dh + (dL/dz / max(1, L))      (broadcast over t; padded steps are ignored)
     d proj = scan backward of g               (with dλ, dU, d biases, d carry)

@@ -24,6 +24,10 @@ authors drop out between layers, and put highway connections (when on) on
 layers 2.. only. With d_in = 300, d = 200, depth 3, 5 classes, gated decay
 and no highway there are 543,600 trained parameters, the authors' "around
 540k" (with highway on layers 2-3: 624,000; so their runs had it off).
+Training on CPU with two or more threads, :meth:`KernelClassifier.nll_sum`
+gives the loss as one C++ node that also computes its gradients, one half of
+the batch per thread (``knn/ops/csrc/classifier_cpu.cpp``): the same loss and
+gradients, up to the order of the sums over examples.
 
 ``KimCNN`` (Kim 2014, CNN-static): widths 3, 4, 5 × 100 filters, ReLU,
 max over time, dropout 0.5, linear. ``BiLSTMClassifier``: one bidirectional
@@ -214,21 +218,30 @@ class KernelClassifier(nn.Module):
     def nll_sum(self, tokens: Tensor, mask: Tensor, labels: Tensor) -> Tensor:
         """Σ_b -log softmax(forward(tokens, mask)_b)[labels_b], the training loss's sum.
 
-        When training on the fused CPU path it is one autograd node that computes the loss
-        and its gradients at once, one half of the batch per thread
-        (``knn/ops/csrc/classifier_cpu.cpp``), from dropout masks drawn here in the order
-        :meth:`forward` draws them: the same generator stream, and the same loss and
-        gradients up to the order of the sums over examples. Elsewhere it is
-        ``cross_entropy(forward(tokens, mask), labels, reduction="sum")``.
+        Training on the fused CPU path with two or more threads, it is
+        :meth:`fused_nll_sum`. Elsewhere it is
+        ``cross_entropy(forward(tokens, mask), labels, reduction="sum")``: at one thread
+        the node measured no faster (``experiments/bench/sst_epoch/README.md``), and the
+        module keeps its exact numbers there.
         """
+        if (self.training and torch.is_grad_enabled() and torch.get_num_threads() > 1
+                and self._fuses(self.embedding.weight)):
+            return self.fused_nll_sum(tokens, mask, labels)
+        return F.cross_entropy(self(tokens, mask), labels, reduction="sum")
+
+    def fused_nll_sum(self, tokens: Tensor, mask: Tensor, labels: Tensor) -> Tensor:
+        """:meth:`nll_sum` as one autograd node that computes the loss and its gradients at
+        once, one half of the batch per thread (``knn/ops/csrc/classifier_cpu.cpp``; with one
+        thread the halves run one after the other, with the same numbers). Its dropout
+        masks are drawn here in the order :meth:`forward` draws them: the same generator
+        stream, and the module's loss and gradients up to the order of the sums over
+        examples. Needs the fused CPU ops (``_fuses``)."""
         like = self.embedding.weight
-        if not (self.training and torch.is_grad_enabled() and self._fuses(like)):
-            return F.cross_entropy(self(tokens, mask), labels, reduction="sum")
         T, B = tokens.shape
         p = self.drop.p
 
         def drop_mask(shape: tuple[int, ...]) -> Tensor | None:  # as dropout() would draw it
-            return scaled_mask(like, shape, 1.0 - p) if p > 0 else None
+            return scaled_mask(like, shape, 1.0 - p) if p > 0 and self.training else None
 
         params, masks, flags = [], [], []
         for layer in self.layers:

@@ -125,8 +125,7 @@ HalfResult half_loss(at::TensorList params, const Inputs& in, int64_t lo, int64_
 class ClassifierNLL : public torch::autograd::Function<ClassifierNLL> {
  public:
   static variable_list forward(AutogradContext* ctx, at::TensorList params, const Inputs& in) {
-    const int64_t B = in.tokens.size(1);
-    const int64_t halves = B > 1 && at::get_num_threads() > 1 && !at::in_parallel_region() ? 2 : 1;
+    const int64_t B = in.tokens.size(1), halves = B > 1 ? 2 : 1;
     std::vector<HalfResult> r(halves);
     auto run = [&](int64_t k) {
       const int64_t lo = k * B / halves;

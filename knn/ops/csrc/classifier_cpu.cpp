@@ -61,8 +61,6 @@ Tensor columns(const Tensor& t, int64_t dim, int64_t lo, int64_t n) {
   return knn::given(t) ? t.narrow(dim, lo, n) : Tensor();
 }
 
-Tensor maybe(const Tensor& t) { return knn::given(t) ? t : Tensor(); }
-
 // Adds b into a (undefined stands for zero).
 void accumulate(Tensor& a, const Tensor& b) {
   if (!b.defined()) return;
@@ -166,9 +164,7 @@ Tensor classifier_nll(at::TensorList params, const Tensor& tokens, const Tensor&
               "classifier_nll: ", L, " layers need ", L * kParams + 1, " params, ",
               L * kMasks + 1, " masks and ", L * kFlags, " flags; got ", params.size(), ", ",
               masks.size(), " and ", flags.size());
-  std::vector<Tensor> present;
-  for (const Tensor& m : masks) present.push_back(maybe(m));
-  return ClassifierNLL::apply(params, Inputs{tokens, mask, labels, table, present,
+  return ClassifierNLL::apply(params, Inputs{tokens, mask, labels, table, masks.vec(),
                                              flags.vec(), onednn})[0];
 }
 

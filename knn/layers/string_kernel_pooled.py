@@ -60,6 +60,16 @@ def fused_applies(x: Tensor) -> bool:
         recurrence.fused_available("cpu")
 
 
+def products_on_onednn(x: Tensor, weight: Tensor) -> bool:
+    """Whether the fused nodes' products of ``x`` and ``weight`` go to oneDNN (else aten's
+    BLAS), as :func:`knn.ops.linear.linear` would choose; counts the fused scan and that
+    choice in :mod:`knn.ops.usage`."""
+    onednn = linear_ops.onednn_enabled(x) and weight.dtype == x.dtype
+    usage.record("fused_scan")
+    usage.record("onednn" if onednn else "aten_linear")
+    return onednn
+
+
 def pooled_layer(x: Tensor, in_mask: Tensor | None, x_mask: Tensor | None, weight: Tensor,
                  weight_h: Tensor | None, decay: Tensor | None, decay_bias: Tensor | None,
                  highway_bias: Tensor | None, h_mask: Tensor | None, mask: Tensor,
@@ -67,9 +77,7 @@ def pooled_layer(x: Tensor, in_mask: Tensor | None, x_mask: Tensor | None, weigh
     """:func:`pooled_layer_ref` as one autograd node, given the layer's tensors and its drawn
     masks (:meth:`knn.layers.string_kernel.StringKernelLayer.forward_pooled` passes them)."""
     mod = recurrence._fused_modules["cpu"]
-    onednn = linear_ops.onednn_enabled(x) and weight.dtype == x.dtype
-    usage.record("fused_scan")
-    usage.record("onednn" if onednn else "aten_linear")
+    onednn = products_on_onednn(x, weight)
     h, z = mod.pooled(x, in_mask, x_mask, weight, weight_h, decay, decay_bias, highway_bias,
                       h_mask, mask, *recurrence.op_flags(spec), carry_is_input, onednn)
     return h, z

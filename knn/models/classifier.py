@@ -48,10 +48,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 from knn.layers.string_kernel_pooled import fused_applies as pooled_layer_applies
-from knn.layers.string_kernel_pooled import masked_mean
-from knn.ops import usage
-from knn.ops.dropout import Dropout, dropout_mask, scaled_mask
-from knn.ops.linear import onednn_enabled
+from knn.layers.string_kernel_pooled import masked_mean, products_on_onednn
+from knn.ops.dropout import Dropout, dropout_mask
 from knn.ops.recurrence import op_flags
 
 POOLINGS = ("mean", "last")
@@ -238,28 +236,20 @@ class KernelClassifier(nn.Module):
         examples. Needs the fused CPU ops (``_fuses``)."""
         like = self.embedding.weight
         T, B = tokens.shape
-        p = self.drop.p
-
-        def drop_mask(shape: tuple[int, ...]) -> Tensor | None:  # as dropout() would draw it
-            return scaled_mask(like, shape, 1.0 - p) if p > 0 and self.training else None
-
+        p, empty = self.drop.p, like.new_empty(0)  # absent tensors reach the op as 0 elements
         params, masks, flags = [], [], []
         for layer in self.layers:
-            decay = layer.decay()
-            params += [layer.weight, *(like.new_empty(0) if t is None else t for t in
-                                       (layer.weight_h, decay, layer.decay_bias, layer.highway_bias))]
-            masks += [drop_mask((T, B, layer.d_in)),
+            params += [layer.weight, layer.weight_h, layer.decay(), layer.decay_bias,
+                       layer.highway_bias]
+            masks += [dropout_mask(like, p, self.training, shape=(T, B, layer.d_in)),
                       *layer.variational_masks(like, B)]
             flags += [*op_flags(layer.spec), layer.cfg.highway and not layer.carry_projected]
         params.append(self.out.weight)
-        masks.append(drop_mask((B, self.out.in_features)))
-        onednn = onednn_enabled(like) and self.layers[0].weight.dtype == like.dtype
-        usage.record("fused_scan")
-        usage.record("onednn" if onednn else "aten_linear")
-        empty = like.new_empty(0)
+        masks.append(dropout_mask(like, p, self.training, shape=(B, self.out.in_features)))
         return torch.ops.knn_sk_cpu.classifier_nll(
-            params, tokens, mask, labels, like, [empty if m is None else m for m in masks], flags,
-            onednn)
+            [empty if t is None else t for t in params], tokens, mask, labels, like,
+            [empty if m is None else m for m in masks], flags,
+            products_on_onednn(like, self.layers[0].weight))
 
 
 class KimCNN(nn.Module):

@@ -70,17 +70,19 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     return x * scaled_mask(x, tuple(x.shape), q)
 
 
-def dropout_mask(x: Tensor, p: float, training: bool = True) -> Tensor | None:
+def dropout_mask(x: Tensor, p: float, training: bool = True,
+                 shape: tuple[int, ...] | None = None) -> Tensor | None:
     """The scaled mask that :func:`dropout` multiplies a contiguous CPU ``x`` by, drawn as it
     draws it (same generator state before and after); None where it leaves ``x`` as is
-    (evaluation, p = 0). For layers that fuse the product into their own op."""
+    (evaluation, p = 0). With ``shape``: the mask for a tensor of that shape and ``x``'s
+    dtype, drawn before that tensor exists. For layers that fuse the product into their own op."""
     if x.device.type != "cpu" or not x.is_contiguous() or not 0.0 <= p < 1.0:
         raise ValueError(f"dropout_mask needs a contiguous CPU tensor and 0 <= p < 1, "
                          f"got {x.device.type}, contiguous={x.is_contiguous()}, p={p}")
     if not training or p == 0.0:
         return None
     q = 1.0 - p
-    return scaled_mask(x, tuple(x.shape), q)
+    return scaled_mask(x, tuple(x.shape) if shape is None else shape, q)
 
 
 class Dropout(nn.Dropout):

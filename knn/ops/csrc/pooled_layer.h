@@ -38,6 +38,7 @@ struct PooledSaved {
   PooledParams p;
   PooledMasks m;
 
+  // As the autograd node saves them; m.mask is left out (the backward reads mask_f).
   std::vector<at::Tensor> list() const;
   static PooledSaved from_list(const std::vector<at::Tensor>& s);
 };

@@ -1,7 +1,7 @@
 #!/bin/bash
 # run_one.sh <worktree> <run dir> <hydra overrides...>
 # One long training as the results READMEs describe it: from a git worktree of a clean
-# commit, one torch thread, checkpoints every 1,000 steps, and the run's start, pauses and
+# commit, one torch thread, checkpoints every 1,000 steps unless an override says otherwise, and the run's start, pauses and
 # end (UTC, with the commit) appended to <run dir>/PAUSED_AT.txt. Rerunning the same line
 # on a run dir that holds last.pt resumes it (train.resume=true), which is exact on CPU; on
 # a run dir that has finished it does nothing (to train a finished run further, call
@@ -32,8 +32,9 @@ if [ -f "$dir/PAUSED_AT.txt" ] && tail -n1 "$dir/PAUSED_AT.txt" | grep -q '^star
 fi
 resume=(); [ -f "$dir/last.pt" ] && resume=(train.resume=true)
 echo "started $(date -u '+%F %H:%M') UTC at $(git -C "$wt" rev-parse --short HEAD)" >> "$dir/PAUSED_AT.txt"
-(cd "$wt" && OMP_NUM_THREADS=1 exec "$py" -m knn.train "$@" device=cpu threads=1 \
-  train.progress=false train.checkpoint_every=1000 "${resume[@]}" hydra.run.dir="$dir") \
+# The overrides given come after these defaults, so they win (e.g. train.checkpoint_every=200).
+(cd "$wt" && OMP_NUM_THREADS=1 exec "$py" -m knn.train device=cpu threads=1 \
+  train.progress=false train.checkpoint_every=1000 "$@" "${resume[@]}" hydra.run.dir="$dir") \
   >> "$dir/stdout.log" 2>&1 &
 echo $! > "$dir/.current"  # the trainer's pid: kill it to pause the run
 wait $!; rc=$?

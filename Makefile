@@ -40,7 +40,7 @@ help: ## list the targets
 	@echo "             CEP_VARIANTS=\"mean wl_kernel ...\", CEP_RUNS=<dir>, CEP_TABLE=<prefix>, CEP_THREADS=1 (reproduce-cep)"
 	@echo "             RESULTS=<dir>, REPORT=<dir> (report), EXPECTED=<yaml>, NIGHTLY_OUT=<dir> (nightly)"
 	@echo "             RECORD=1 (bench: write experiments/bench/layers.json, the committed measurement)"
-	@echo "             EPOCHS=<n> (not 50: result under outputs/), OUT=<dir>, THREADS=<n> (peer-chemprop)"
+	@echo "             SEED=<n>, EPOCHS=<n> (not 50: result under outputs/), OUT=<dir>, THREADS=<n> (peer-chemprop)"
 
 setup: $(STAMP) ## create .venv and install the package (reinstalls only when pyproject.toml changes)
 
@@ -115,5 +115,5 @@ nightly: setup ## short fixed runs + bench against experiments/expected.yaml ban
 
 # peer-chemprop: chemprop 2.3.1's default D-MPNN on the same CEP split, in its own
 # venv (experiments/peers/chemprop/README.md); system python3, not .venv.
-peer-chemprop: ## chemprop D-MPNN peer on CEP -> experiments/peers/chemprop/result.json (EPOCHS=, OUT=, THREADS=)
-	$(PYTHON) experiments/peers/chemprop/run.py $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(OUT),--out $(OUT)) $(if $(THREADS),--threads $(THREADS))
+peer-chemprop: ## chemprop D-MPNN peer on CEP -> experiments/peers/chemprop/[seed<N>/]result.json (SEED=, EPOCHS=, OUT=, THREADS=)
+	$(PYTHON) experiments/peers/chemprop/run.py $(if $(SEED),--seed $(SEED)) $(if $(EPOCHS),--epochs $(EPOCHS)) $(if $(OUT),--out $(OUT)) $(if $(THREADS),--threads $(THREADS))

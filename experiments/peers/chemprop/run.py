@@ -2,7 +2,7 @@
 """Chemprop peer run on the CEP split (or a molecule CSV of your own): one command, one result.json.
 
 Trains chemprop 2.3.1's default D-MPNN (regression on PCE, default
-hyper-parameters, CPU, ``--pytorch-seed 0 --data-seed 0``) on the mirror's
+hyper-parameters, CPU, ``--pytorch-seed N --data-seed N`` for ``--seed N``) on the mirror's
 ``cep/cep-processed.csv`` with the mirror's random 80/10/10 split, predicts the
 test molecules with ``chemprop predict``, and computes the test RMSE and MAE
 here, from the prediction file against the CSV's targets (no log line is
@@ -13,7 +13,8 @@ environment (chemprop and torch pinned below, installed once, kept apart from
 the ``knn`` package's) and drives the ``chemprop`` CLI in it by subprocess.
 
     python3 experiments/peers/chemprop/run.py                # 50 epochs -> result.json here
-    python3 experiments/peers/chemprop/run.py --epochs 1     # check -> outputs/peers/chemprop/...
+    python3 experiments/peers/chemprop/run.py --seed 1       # another seed -> seed1/result.json here
+    python3 experiments/peers/chemprop/run.py --epochs 3     # check -> outputs/peers/chemprop/...
     python3 experiments/peers/chemprop/run.py --data-path my.csv --target-column y \
         --split <run dir>/split.json --out outputs/peers/chemprop/mine   # your own CSV and split
 
@@ -43,6 +44,7 @@ CHEMPROP_VERSION = "2.3.1"
 TORCH_VERSION = "2.13.0"
 #: Chemprop's own default; a run with fewer epochs is a check, not the measurement.
 FULL_EPOCHS = 50
+#: The seed of the committed result.json; another seed's full run goes to seed<N>/result.json.
 SEED = 0
 #: chemprop's default --warmup-epochs; its train refuses --epochs not above it.
 WARMUP_EPOCHS = 2
@@ -366,6 +368,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
         help=f"split JSON with lists {', '.join(SPLIT_KEYS)} of 0-based data rows, as the mirror's and a "
         f"task=mol_csv run's <run dir>/split.json (default: the mirror's {CEP_SPLIT}); needs --out",
     )
+    parser.add_argument("--seed", type=int, default=SEED, help=f"chemprop's --pytorch-seed and --data-seed (default {SEED})")
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help=f"virtual environment (default {rel(DEFAULT_VENV)})")
     parser.add_argument("--threads", type=int, help="OMP/MKL threads for chemprop (default: torch's own, all cores)")
     return parser.parse_args(argv)
@@ -395,7 +398,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     if args.out is not None:
         work = result_dir = args.out.resolve()
     elif args.epochs == FULL_EPOCHS:
-        result_dir, work = HERE, CHECK_ROOT / stamp
+        result_dir = HERE if args.seed == SEED else HERE / f"seed{args.seed}"
+        work = CHECK_ROOT / f"{stamp}-seed{args.seed}"
     else:
         work = result_dir = CHECK_ROOT / f"{stamp}-e{args.epochs}"
     result_path = result_dir / "result.json"
@@ -404,7 +408,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
     if result_path.resolve() == COMMITTED_RESULT and custom:
         raise PeerError(f"{rel(COMMITTED_RESULT)} holds the CEP measurement; choose another --out for other data")
     if work.resolve() == HERE:
-        work = CHECK_ROOT / stamp  # never litter the committed folder with run files
+        work = CHECK_ROOT / f"{stamp}-seed{args.seed}"  # never litter the committed folder with run files
 
     csv_path, split_json = args.data_path, args.split
     if csv_path is None or split_json is None:
@@ -435,8 +439,8 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         "--task-type", "regression",
         "--splits-file", splits_path,
         "--epochs", str(args.epochs),
-        "--pytorch-seed", str(SEED),
-        "--data-seed", str(SEED),
+        "--pytorch-seed", str(args.seed),
+        "--data-seed", str(args.seed),
         "--accelerator", "cpu",
         "--devices", "1",
         "--output-dir", train_dir,
@@ -474,6 +478,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict[str, Any]:
         "wall_seconds": round(train_seconds, 1),
         "wall_seconds_note": "the whole `chemprop train` command: featurization, training, validation each epoch, test pass",
         "molecules_per_second": round(n_train * args.epochs / train_seconds, 1),
+        "seed": args.seed,
         "epochs": args.epochs,
         "full_run": args.epochs == FULL_EPOCHS,
         "train_molecules": n_train,

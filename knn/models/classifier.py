@@ -219,7 +219,7 @@ class KernelClassifier(nn.Module):
         Training on the fused CPU path with two or more threads, it is
         :meth:`fused_nll_sum`. Elsewhere it is
         ``cross_entropy(forward(tokens, mask), labels, reduction="sum")``: at one thread
-        the node measured no faster (``experiments/bench/sst_epoch/README.md``), and the
+        the node measured no faster (``docs/performance.md``), and the
         module keeps its exact numbers there.
         """
         if (self.training and torch.is_grad_enabled() and torch.get_num_threads() > 1

@@ -1,8 +1,11 @@
 """The regression head the authors put on every neural graph model of Table 3.
 
-It sits in its own module because both :mod:`knn.models.graph` (the WLN) and
-:mod:`knn.models.graph_baselines` (NFP, mean field, loopy BP) use it, and
-:mod:`knn.models.graph` imports the baselines for its model table.
+Both :mod:`knn.models.graph` (the WLN) and :mod:`knn.models.graph_baselines` (NFP,
+mean field, loopy BP) use it. It has a module of its own so that the import between
+them stays one-way: :mod:`knn.models.graph_baselines` imports :mod:`knn.models.graph`
+(``feature_dims``), and :mod:`knn.models.graph` does not import the baselines
+(``tests/test_imports.py`` checks the package has no import cycle). The model table
+that names both is :data:`knn.models.MODELS`.
 """
 
 from __future__ import annotations

@@ -19,9 +19,8 @@ def fused_update(params: list[torch.Tensor]) -> bool:
     """Whether torch's fused optimizer kernel can update ``params``: float tensors on CPU or CUDA.
 
     The fused kernel does one pass over every parameter instead of about ten
-    small ops per parameter; on SST, where steps are short, that took an epoch
-    from 106.7 to 99.1 s (experiments/bench/sst_epoch/). It computes the same
-    update up to rounding (tests/train/test_optim.py).
+    small ops per parameter, which matters where steps are short (SST). It computes
+    the same update up to rounding (tests/train/test_optim.py).
     """
     return bool(params) and all(
         p.dtype in (torch.float32, torch.float64) and p.device.type in ("cpu", "cuda") for p in params

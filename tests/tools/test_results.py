@@ -199,7 +199,6 @@ COPIED = {
     "results/cep/schedule_24k/wln/seed0/result.json": "modified (task.samples_per_epoch=24000)",
     "studies/cep/resample_off/wln/result.json":
         "modified (task.samples_per_epoch=24000, task.resample=false)",
-    "studies/sst/spacy_stand_in_3ep/gated_fine/seed0/result.json": "cut at 3 epochs",
     "bench/layers.json": None,
     "bench/ptb_throughput.json": None,
     "nightly/2026-11-26.json": None,

@@ -4,11 +4,11 @@
 // An SST step makes about 60 products, most of them the scan's per-step (B, d) x (d, d)
 // ones of a few tens of microseconds each. Through at::mm_out each also pays the
 // dispatcher, its checks and its narrow/select views; without them an SST layer's
-// (x, h) scan took 6-20% less time at one thread (experiments/bench/sst_epoch/README.md,
-// 2026-12-01, night). Here the same BLAS routine (sgemm_/dgemm_) is called with the arguments aten's mm passes it for these layouts (addmm_impl_cpu_: a
-// row-major result is computed as its column-major transpose), so the bits are the same
-// (tests/layers/test_string_kernel_pooled.py checks the layer against aten's products bit
-// for bit).
+// (x, h) scan takes 6-20% less time at one thread (docs/performance.md). Here the same
+// BLAS routine (sgemm_/dgemm_) is called with the arguments aten's mm passes it for these
+// layouts (addmm_impl_cpu_: a row-major result is computed as its column-major
+// transpose), so the bits are the same (tests/layers/test_string_kernel_pooled.py checks
+// the layer against aten's products bit for bit).
 //
 // The dispatcher is kept where it is watched: under a TorchDispatchMode (torch's
 // FlopCounterMode counts the products it sees), where this torch exports no BLAS, for other
@@ -37,7 +37,7 @@ void dgemm_(const char* transa, const char* transb, const int* m, const int* n, 
 
 namespace knn {
 
-// Whether products of T may go straight to BLAS now (see the top of this file). The
+// Whether products of T may go straight to BLAS here (see the top of this file). The
 // dispatch modes are thread-local; cpu_parallel.h carries the caller's into its workers.
 template <typename T>
 bool blas_direct() {

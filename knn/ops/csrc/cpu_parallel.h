@@ -3,8 +3,9 @@
 // instead of one small product at a time split across all of them.
 //
 // Products called inside a parallel region run single-threaded (neither MKL nor oneDNN
-// forks again there). At SST's sizes two single-threaded products side by side ran
-// faster than each product split over two threads (experiments/bench/sst_epoch/).
+// forks again there). At SST's sizes (16 to a few hundred rows) a product gains little
+// from a second thread of its own, so independent products run side by side instead
+// (docs/performance.md says which ones).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -175,7 +175,7 @@ enum Input { kFirst, kMult, kAdd };
 // One row of dλ += dc_j ⊙ (c_j[t] - a ⊙ in_j) (a ⊙ in_j only when normalized) and
 // d u_j = dc_j ⊙ a ⊙ (c_{j-1}[t-1] if multiplicative and j > 0, else 1), a = 1 - λ or 1.
 // The flags are template arguments and the rows distinct (restrict), so the loop has no
-// branch and gcc vectorizes it; with them tested inside, it ran one element at a time.
+// branch and gcc vectorizes it; with them tested inside, gcc leaves it scalar.
 template <typename T, bool Norm, int In>
 void decay_grad_row_as(int64_t d, const T* __restrict lam, const T* __restrict uj,
                        const T* __restrict prev, const T* __restrict cj, const T* __restrict dcj,
@@ -321,8 +321,8 @@ std::vector<at::Tensor> forward(at::Tensor proj, at::Tensor carry, at::Tensor de
       at::Tensor h_in = s.has_hmask ? h0 * h_mask : at::Tensor();
       if (s.has_hmask) p.hm = h_in.data_ptr<scalar_t>();
       at::Tensor wt = weight_h.t();
-      // One (B, d) buffer for every step's product: a fresh one per step cost more than
-      // the product's arithmetic at SST's sizes.
+      // One (B, d) buffer for every step's product: at SST's sizes a fresh one per step
+      // costs more than the product's arithmetic.
       at::Tensor r = proj.new_empty({s.B, s.d});
       scalar_t* r_p = r.data_ptr<scalar_t>();
       p.r = r_p;

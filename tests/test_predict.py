@@ -11,8 +11,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import torch
 
+from knn.data.molecules import collate
+from knn.featurize import MolFeaturizer
 from knn.predict import looks_like_path, main
+from knn.tasks.molecules import build_regressor
+from knn.train import checkpoint as ckpt_io
 from knn.train import train
 
 SMILES = ["C", "CC", "CCO", "CCN", "CC=O", "c1ccccc1", "c1ccncc1", "c1ccoc1", "c1ccsc1",
@@ -57,6 +62,19 @@ def trained(compose_cfg: Callable, tmp_path: Path, data_csv: Path) -> Callable[[
     return run
 
 
+def own_forward(ckpt: Path, smiles: list[str]) -> list[float]:
+    """The checkpoint's model on ``smiles`` (one batch), featurized by the featurizer's plain
+    reference path, in target units (the training mean and std of the checkpoint's meta)."""
+    state = ckpt_io.load(ckpt)
+    meta = state["meta"]
+    featurizer = MolFeaturizer.preset(meta["featurizer"])
+    model = build_regressor(state["config"]["model"], featurizer.atom_dim, featurizer.bond_dim)
+    model.load_state_dict(state["model"])
+    with torch.no_grad():
+        y = model.eval()(collate([featurizer.reference(s) for s in smiles])).double()
+    return (y * meta["target_std"] + meta["target_mean"]).tolist()
+
+
 @pytest.mark.parametrize("model", ["gated_wln", "nfp", "wl_kernel"])
 def test_predict_csv_matches_the_run(trained, tmp_path: Path, data_csv: Path, capsys,
                                      model: str) -> None:
@@ -98,7 +116,10 @@ def test_predict_smiles_list_and_file(trained, tmp_path: Path, capsys) -> None:
     assert main([f"ckpt={run_dir}", "input=CCO,C=CC=O,c1ccccc1"]) == 0  # a run dir means its best.pt
     rows = read_csv(capsys.readouterr().out)
     assert [r["smiles"] for r in rows] == ["CCO", "C=CC=O", "c1ccccc1"]
-    assert all(math.isfinite(float(r["prediction"])) for r in rows)
+    # best.pt's own forward, in target units and in input order (three different predictions)
+    preds = [float(r["prediction"]) for r in rows]
+    assert preds == pytest.approx(own_forward(run_dir / "best.pt", ["CCO", "C=CC=O", "c1ccccc1"]),
+                                  rel=1e-12, abs=0) and len(set(preds)) == 3
     listed = tmp_path / "list.txt"
     listed.write_text("CCO\n\nC=CC=O\nc1ccccc1\n")
     assert main([f"ckpt={run_dir / 'best.pt'}", f"input={listed}"]) == 0

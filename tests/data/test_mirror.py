@@ -267,23 +267,24 @@ def test_cep_split_is_rebuilt_from_csv(tmp_path: Path, monkeypatch: pytest.Monke
 
 @pytest.mark.skipif(REAL_MIRROR is None, reason="no shared data mirror on this machine")
 def test_real_cep_split_rebuilds_byte_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    assert REAL_MIRROR is not None
     monkeypatch.undo()  # the real table and sources, no network
     monkeypatch.setattr(mirror, "urlopen", serve({}, []))
     csv_name, split_name = "cep/cep-processed.csv", "cep/split-random-80-10-10-seed0.json"
     os.makedirs(tmp_path / "mirror" / "cep")
     os.symlink(REAL_MIRROR / csv_name, tmp_path / "mirror" / csv_name)
     got = resolve(split_name, mirror=tmp_path / "mirror", cache_dir=tmp_path / "cache")
+    # built here from the CSV, not the real mirror's copy found some other way
+    assert got == tmp_path / "cache" / split_name
     assert mirror.sha256_file(got) == mirror.CHECKSUMS[split_name]  # resolve checked it too
 
 
 @pytest.mark.skipif(REAL_MIRROR is None, reason="no shared data mirror on this machine")
 def test_table_matches_mirror_readme(monkeypatch: pytest.MonkeyPatch):
-    assert REAL_MIRROR is not None
     monkeypatch.undo()
     readme = (REAL_MIRROR / "README.md").read_text()
     rows = re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, re.M)
     listed = {name: digest for digest, name in rows}
+    assert len(listed) == len(rows)  # each file once: a second digest for a name would hide here
     assert listed == dict(mirror.CHECKSUMS)
 
 

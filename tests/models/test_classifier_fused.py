@@ -162,7 +162,17 @@ def test_a_dispatch_mode_sees_the_products(threads):
     ref = loss_and_grads(model, lambda m: m.fused_nll_sum(tokens, mask, labels))
     with FlopCounterMode(display=False) as counter:
         seen = loss_and_grads(model, lambda m: m.fused_nll_sum(tokens, mask, labels))
-    assert counter.get_total_flops() > 0
+    # By hand, from the shapes (2 flops a multiply-add; T=7, B=9, all T*B positions): each
+    # layer's projection to [W^(1); W^(2); W_λ] (3d rows) forward, its dW, and its dX above
+    # layer 0 (the fixed embedding takes none); U_λ h[t-1] each step: forward, dU, dh; the
+    # output layer: forward, dW, dX. A half the mode cannot see would be missing.
+    T, B = tokens.shape
+    d, C, depth = HIDDEN, model.cfg.n_classes, model.cfg.depth
+    projections = sum((2 if l == 0 else 3) * 2 * T * B * 3 * d * (D_IN if l == 0 else d)
+                      for l in range(depth))
+    gates = depth * 3 * 2 * T * B * d * d
+    output = 3 * 2 * B * depth * d * C
+    assert counter.get_total_flops() == projections + gates + output
     torch.testing.assert_close(seen[0], ref[0], **tolerance(torch.float32))
 
 

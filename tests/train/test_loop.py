@@ -44,15 +44,22 @@ def test_outputs(train_smoke, tmp_path) -> None:
     assert result["command"] == "python -m knn.train debug=smoke run_dir=" + str(tmp_path) + \
         " experiment=ptb/gated_5m seed=7"
     assert set(result["metrics"]) == {"valid", "test"} and result["seed"] == 7
-    assert result["budgeted"] is False and result["params"] > 0
+    # Smoke's d=8, 2 layers, 42 words: the embedding (the decoder's weight, tied: counted
+    # once) and the decoder's bias; per layer [W^(1); W_λ; W_f] (3d x d), U_λ (d x d), b_λ, b_f.
+    d, V = 8, 42
+    assert result["budgeted"] is False and result["params"] == V * d + V + 2 * (4 * d * d + 2 * d)
     lines = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [l["epoch"] for l in lines] == [0, 1]
     # the last epoch's weights, evaluated again at the end: its validation line, recomputed
     assert set(result["metrics_last"]) == {"valid", "test"}
     assert result["metrics_last"]["valid"] == pytest.approx(lines[-1]["valid"])
     assert [l["lr"] for l in lines] == pytest.approx([1.0, 0.9])  # smoke: decay from epoch 1
-    # validation is a part of each epoch's time
-    assert all(0 <= l["valid_seconds"] <= l["elapsed"] for l in lines)
+    # elapsed: the training seconds so far that last.pt records; each epoch's validation
+    # (rounded to 0.01 s) is a part of that epoch's time
+    assert lines[-1]["elapsed"] == checkpoint.load(tmp_path / "last.pt")["progress"]["elapsed"]
+    ends = [0.0] + [l["elapsed"] for l in lines]
+    assert all(l["valid_seconds"] <= end - start + 0.005
+               for l, start, end in zip(lines, ends, ends[1:]))
     assert [f.name for f in tmp_path.iterdir() if f.name.startswith(".")] == []  # no temporaries
 
 

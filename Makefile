@@ -4,7 +4,8 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-# Touched after each install, so pip runs again only when pyproject.toml is newer.
+# Touched after each install, so pip runs again only when pyproject.toml or
+# constraints.txt (the exact versions the results were made with) is newer.
 STAMP  := $(VENV)/.installed-pyproject
 
 # Minutes of training (-> train.max_minutes); empty: the full protocol.
@@ -42,13 +43,13 @@ help: ## list the targets
 	@echo "             RECORD=1 (bench: write experiments/bench/layers.json, the committed measurement)"
 	@echo "             SEED=<n>, EPOCHS=<n> (not 50: result under outputs/), OUT=<dir>, THREADS=<n> (peer-chemprop)"
 
-setup: $(STAMP) ## create .venv and install the package (reinstalls only when pyproject.toml changes)
+setup: $(STAMP) ## create .venv and install the package, pinned by constraints.txt (reinstalls when either changes)
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -e .
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -c constraints.txt -e '.[report,slurm,test]'
 	@touch $(STAMP)
 
 test: setup ## run the test suite

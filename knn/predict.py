@@ -309,8 +309,13 @@ def run(args: dict[str, str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m knn.predict`` and the ``knn-predict`` command: the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print((__doc__ or USAGE).strip())  # knn-predict is python -m knn.predict
+        return 0
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = parse_args(argv)
     except UsageError as e:
         print(f"error: {e}\n{USAGE}", file=sys.stderr)
         return 2

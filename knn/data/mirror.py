@@ -6,10 +6,11 @@ root (``"ptb/ptb.train.txt"``) and pinned by sha256 in :data:`CHECKSUMS`.
 finds, once its sha256 is checked:
 
 1. the mirror: the ``mirror`` argument, else ``$KNN_DATA_MIRROR``, else
-   ``<repo>/../shared/data`` or ``$PWD/../shared/data`` if one exists. The
+   ``<repo>/../shared/data`` (in a checkout) or ``$PWD/../shared/data`` if one exists. The
    first of these that is set (or exists) is *the* mirror; files there are
    read in place and never copied, so a read-only mirror works.
-2. the cache: ``cache_dir``, else ``$KNN_DATA_CACHE``, else ``<repo>/data``.
+2. the cache: ``cache_dir``, else ``$KNN_DATA_CACHE``, else ``<repo>/data`` in a
+   checkout and ``~/.cache/knn`` (``$XDG_CACHE_HOME/knn``) in a wheel install.
 3. the file's public home (:data:`SOURCES`), downloaded into the cache. Files
    the project made itself (the CEP split) are rebuilt from their inputs.
 
@@ -38,7 +39,7 @@ from urllib.request import urlopen
 import numpy as np
 
 from knn.io import atomic_write
-from knn.paths import REPO_ROOT
+from knn.paths import CHECKOUT, default_data_cache
 
 ENV_MIRROR = "KNN_DATA_MIRROR"
 ENV_CACHE = "KNN_DATA_CACHE"
@@ -195,8 +196,10 @@ def _as_path(value: str | Path | None) -> Path | None:
 
 
 def _default_mirror_dirs() -> list[Path]:
-    """Conventional mirror places beside the checkout, in search order."""
-    return [REPO_ROOT.parent / "shared" / "data", Path.cwd().parent / "shared" / "data"]
+    """Conventional mirror places beside the checkout (when there is one) and beside the
+    working directory, in search order."""
+    beside_checkout = [CHECKOUT.parent / "shared" / "data"] if CHECKOUT is not None else []
+    return [*beside_checkout, Path.cwd().parent / "shared" / "data"]
 
 
 def find_mirror(mirror: str | Path | None = None) -> Path | None:
@@ -216,8 +219,9 @@ def find_mirror(mirror: str | Path | None = None) -> Path | None:
 
 
 def default_cache_dir(cache_dir: str | Path | None = None) -> Path:
-    """The writable cache: ``cache_dir``, else ``$KNN_DATA_CACHE``, else ``<repo>/data``."""
-    return _as_path(cache_dir) or _as_path(os.environ.get(ENV_CACHE)) or REPO_ROOT / "data"
+    """The writable cache: ``cache_dir``, else ``$KNN_DATA_CACHE``, else ``<repo>/data``
+    (``~/.cache/knn`` without a checkout: :func:`knn.paths.default_data_cache`)."""
+    return _as_path(cache_dir) or _as_path(os.environ.get(ENV_CACHE)) or default_data_cache()
 
 
 # --------------------------------------------------------------------------- #

@@ -1,7 +1,9 @@
 """Command line: ``python -m knn.train task=ptb model=knn_lm [overrides]``.
 
-Configs come from the repository's ``conf/`` (``conf/train.yaml`` and its
-groups); see the README for experiments and sweeps. This module is Hydra's
+Configs come from :data:`knn.paths.CONF_DIR` (``train.yaml`` and its groups): the
+repository's ``conf/`` in a checkout, the copy a wheel carries (``knn/conf/``) when
+installed with pip, so ``knn-train`` runs from any directory; see the README for
+experiments and sweeps. This module is Hydra's
 application (``@hydra.main``): it composes the config, points ``run_dir`` at
 Hydra's output directory and hands over to :func:`knn.train.train`. Other
 modules use only Hydra's compose API (:func:`knn.train.config.reference_config`,

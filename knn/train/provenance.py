@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from knn.ops import recurrence, usage
-from knn.paths import REPO_ROOT
+from knn.paths import CHECKOUT
 
 #: Folders whose untracked files change what runs (code, configs, data preparation):
 #: a new file there makes the checkout dirty even though no tracked file changed.
@@ -32,9 +32,13 @@ def _git(repo: Path, *args: str) -> str:
                           timeout=10, check=True).stdout.strip()
 
 
-def git_commit(repo: Path = REPO_ROOT) -> str | None:
+def git_commit(repo: Path | None = CHECKOUT) -> str | None:
     """HEAD of the checkout at ``repo``, with ``-dirty`` if a tracked file has local changes
-    or an untracked (not ignored) file exists under :data:`SOURCE_DIRS`; None without git."""
+    or an untracked (not ignored) file exists under :data:`SOURCE_DIRS`; None without git,
+    and None in a wheel install (no checkout: a repository around site-packages is not
+    this code's)."""
+    if repo is None:
+        return None
     try:
         head = _git(repo, "rev-parse", "HEAD")
         tracked = _git(repo, "status", "--porcelain", "--untracked-files=no")

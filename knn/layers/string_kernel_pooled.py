@@ -10,12 +10,13 @@ layer as
     z    = Σ_t h[t] / max(1, L)            the masked mean (h is 0 on padding; L real steps)
 
 As separate PyTorch ops that is about 30 small ops and 10 autograd nodes per
-layer; here it is one node whose backward is written out, which took an SST step
-at one thread from 14.3 to 13.3 ms (``experiments/bench/sst_epoch/2026-12-01/fused_layer_ab.json``).
-The node is C++ (``torch.ops.knn_sk_cpu.pooled``, ``knn/ops/csrc/string_kernel_pooled_cpu.cpp``),
-so that with two or more threads its products run side by side on them (measured in
-``experiments/bench/sst_epoch/README.md``); its forward and backward are plain C++
-functions (``csrc/pooled_layer.h``) that the classifier's loss node calls too. Its backward:
+layer, each paying the dispatcher's and autograd's fixed costs on small tensors;
+here it is one node whose backward is written out. The node is C++
+(``torch.ops.knn_sk_cpu.pooled``, ``knn/ops/csrc/string_kernel_pooled_cpu.cpp``), so
+that with two or more threads its products run side by side on them
+(``docs/performance.md`` says which library runs each); its forward and backward are
+plain C++ functions (``csrc/pooled_layer.h``) that the classifier's loss node calls
+too. Its backward:
 
     g      = dL/dh + (dL/dz / max(1, L))      (broadcast over t; padded steps are ignored)
     d proj = scan backward of g               (with dλ, dU, d biases, d carry)
@@ -55,7 +56,16 @@ def pooled_layer_ref(layer, x: Tensor, mask: Tensor, in_mask: Tensor | None) -> 
 
 
 def fused_applies(x: Tensor) -> bool:
-    """Whether :func:`pooled_layer` runs for inputs like ``x`` (else: the reference)."""
+    """Whether :func:`pooled_layer` runs for inputs like ``x`` (else: the reference); the
+    dispatch point of the pooled node (the SST classifier asks it too).
+
+    Support set: CPU, float32/float64, the fused CPU ops built. Under ``torch.compile``
+    (``torch.compiler.is_compiling()``) it is False: the node's C++ autograd function
+    cannot be traced, so the compiled graph has :func:`pooled_layer_ref`, whose scan is
+    still the fused one (:func:`knn.ops.recurrence.string_kernel_recurrence`) and whose
+    masks are drawn in the same order; the same numbers up to float rounding."""
+    if torch.compiler.is_compiling():
+        return False
     return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and \
         recurrence.fused_available("cpu")
 

@@ -11,11 +11,12 @@ ran SST's layer products 1.3-1.5x faster than oneDNN and PTB's as fast
 training step from 17.3 to 14.4 ms (``2026-12-01/linear_library/``). Leaving our GEMMs on the slower library while the LSTM baseline
 gets its fastest kernels would compare libraries, not architectures.
 
-Dispatch, in :func:`linear`: float32 CPU tensors go to oneDNN when torch has
+Dispatch, in :func:`onednn_enabled`: float32 CPU tensors go to oneDNN when torch has
 it and the CPU has AVX-512 (torch's ``get_cpu_capability()``); everything
-else (CUDA, float64, an AVX2 CPU, a torch without oneDNN) goes to
-``F.linear``. ``KNN_ONEDNN=1`` / ``0`` force either choice. The product is the
-same either way, up to float rounding::
+else (CUDA, float64, an AVX2 CPU, a torch without oneDNN, and any code that
+``torch.compile`` traces) goes to ``F.linear``. ``KNN_ONEDNN=1`` / ``0`` force
+either choice outside compiled code. The product is the same either way, up to
+float rounding::
 
     forward   Y  = X Wᵀ + b          X (M, K), W (N, K), b (N,)
     backward  dX = dY W              (M, N) x (N, K)
@@ -58,7 +59,19 @@ def onednn_preferred() -> bool:
 
 
 def onednn_enabled(x: Tensor) -> bool:
-    """True when :func:`linear` sends ``x``'s products to oneDNN."""
+    """True when :func:`linear` sends ``x``'s products to oneDNN: the one dispatch point of
+    this module (:func:`linear`, :func:`product`, :func:`product_grads` and the fused
+    layer nodes all ask it).
+
+    Support set of oneDNN: float32 CPU tensors with elements, a torch with oneDNN, and
+    :func:`onednn_preferred`. Under ``torch.compile`` (``torch.compiler.is_compiling()``)
+    it is False: the compiled graph has ``F.linear`` (``mm`` for :func:`product`), which
+    Inductor lowers itself; it cannot lower the ``mkldnn._linear_pointwise`` calls of
+    :class:`_OneDNNLinear` (``LoweringException: AssertionError: target:
+    mkldnn._linear_pointwise.default``). The product is the same up to float rounding.
+    """
+    if torch.compiler.is_compiling():
+        return False
     return (
         _LINEAR is not None
         and x.device.type == "cpu"

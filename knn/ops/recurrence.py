@@ -14,6 +14,10 @@ and the scan is dispatched at one point, :func:`string_kernel_recurrence`, to
   ``KNN_FUSED=0``, and by the tests as the reference.
 
 :func:`fused_status` says which of the two runs on a device type, and why.
+Under ``torch.compile`` the fused op runs as the custom ops
+``torch.ops.knn.string_kernel_scan`` / ``string_kernel_scan_backward``, which have
+fake implementations so that the compiler traces them as opaque nodes (see
+:func:`string_kernel_recurrence`).
 
 Per element (b, i) and step t, with K blocks of ``proj[t, b]`` holding
 u_1..u_n = W^{(1..n)} x_t, then the decay-gate pre-activation (gated decay
@@ -329,22 +333,28 @@ def op_flags(spec: RecurrenceSpec) -> list:
             _ACT_CODE[spec.activation], spec.highway]
 
 
+def _op_args(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask) -> list[Tensor]:
+    """The fused ops' nine tensor arguments: contiguous, the mask in ``proj``'s dtype, and an
+    absent tensor (None) as a 0-element one."""
+    empty = proj.new_empty(0)
+    return [
+        proj.contiguous(),
+        empty if carry is None else carry.contiguous(),
+        empty if decay is None else decay.contiguous(),
+        gate_bias.contiguous(),
+        empty if weight_h is None else weight_h.contiguous(),
+        c0.contiguous(),
+        h0.contiguous(),
+        empty if mask is None else mask.to(proj.dtype).contiguous(),
+        empty if h_mask is None else h_mask.contiguous(),
+    ]
+
+
 class _FusedRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec):
         mod = _fused_modules[proj.device.type]
-        empty = proj.new_empty(0)
-        args = [
-            proj.contiguous(),
-            empty if carry is None else carry.contiguous(),
-            empty if decay is None else decay.contiguous(),
-            gate_bias.contiguous(),
-            empty if weight_h is None else weight_h.contiguous(),
-            c0.contiguous(),
-            h0.contiguous(),
-            empty if mask is None else mask.to(proj.dtype).contiguous(),
-            empty if h_mask is None else h_mask.contiguous(),
-        ]
+        args = _op_args(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask)
         flags = op_flags(spec)
         out, c_all, h_all, lam_all = mod.forward(*args, *flags)
         ctx.save_for_backward(*args, c_all, h_all, lam_all)
@@ -377,6 +387,96 @@ class _FusedRecurrence(torch.autograd.Function):
         )
 
 
+# --------------------------------------------------------------------------
+# The same fused ops as torch.library custom ops, for torch.compile
+#
+# torch.ops.knn_sk_cpu / knn_sk_cuda are registered from C++ without a dispatch key, so the
+# compiler would trace into their C++ bodies with fake tensors, which have no data. Wrapped
+# here as opaque custom ops with fake (shape-only) implementations, Dynamo and AOTAutograd
+# trace them as one node each, and Inductor calls the same C++ kernels at run time.
+# Absent tensors are 0-element ones, as for _FusedRecurrence.
+
+
+@torch.library.custom_op("knn::string_kernel_scan", mutates_args=())
+def _scan_op(proj: Tensor, carry: Tensor, decay: Tensor, gate_bias: Tensor, weight_h: Tensor,
+             c0: Tensor, h0: Tensor, mask: Tensor, h_mask: Tensor, n: int, mult: bool,
+             norm: bool, out_sum: bool, act: int, highway: bool
+             ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The fused forward: out (T, B, d), c_all (T+1, B, n, d), h_all (T+1, B, d) and
+    λ_t over all steps (T, B, d; 0 elements unless gated)."""
+    out, c_all, h_all, lam_all = _fused_modules[proj.device.type].forward(
+        proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask,
+        n, mult, norm, out_sum, act, highway)
+    return out, c_all, h_all, lam_all
+
+
+@_scan_op.register_fake
+def _scan_op_fake(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, n, mult, norm,
+                  out_sum, act, highway):
+    T, B, _, d = proj.shape
+    gated = decay.numel() == 0
+    return (proj.new_empty(T, B, d), proj.new_empty(T + 1, B, n, d), proj.new_empty(T + 1, B, d),
+            proj.new_empty(T, B, d) if gated else proj.new_empty(0))
+
+
+@torch.library.custom_op("knn::string_kernel_scan_backward", mutates_args=())
+def _scan_backward_op(d_out: Tensor, d_c_last: Tensor, d_h_last: Tensor, proj: Tensor,
+                      carry: Tensor, decay: Tensor, gate_bias: Tensor, weight_h: Tensor,
+                      c0: Tensor, h0: Tensor, mask: Tensor, h_mask: Tensor, c_all: Tensor,
+                      h_all: Tensor, lam_all: Tensor, n: int, mult: bool, norm: bool,
+                      out_sum: bool, act: int, highway: bool) -> list[Tensor]:
+    """The fused backward: d proj, d carry, d decay, d gate_bias, d weight_h, d c0, d h0
+    (each shaped as its input, 0 elements where the input has)."""
+    return list(_fused_modules[proj.device.type].backward(
+        d_out, d_c_last, d_h_last, proj, carry, decay, gate_bias, weight_h, c0, h0, mask,
+        h_mask, c_all, h_all, lam_all, n, mult, norm, out_sum, act, highway))
+
+
+@_scan_backward_op.register_fake
+def _scan_backward_op_fake(d_out, d_c_last, d_h_last, proj, carry, decay, gate_bias, weight_h,
+                           c0, h0, mask, h_mask, c_all, h_all, lam_all, *flags):
+    return [torch.empty_like(t) for t in (proj, carry, decay, gate_bias, weight_h, d_c_last,
+                                          d_h_last)]
+
+
+def _scan_setup_context(ctx, inputs, output) -> None:
+    ctx.save_for_backward(*inputs[:9], *output[1:])
+    ctx.flags = inputs[9:]
+
+
+def _scan_backward(ctx, d_out, d_c_all, d_h_all, _d_lam_all):
+    # Only out, c_all[T] and h_all[T] leave the dispatch point (_compiled_scan), so the
+    # gradients of c_all and h_all are those of their last step.
+    saved = ctx.saved_tensors
+    proj, c0, h0 = saved[0], saved[5], saved[6]
+    T = proj.shape[0]
+    d_out = torch.zeros_like(proj[:, :, 0]) if d_out is None else d_out.contiguous()
+    d_c_last = torch.zeros_like(c0) if d_c_all is None else d_c_all[T].contiguous()
+    d_h_last = torch.zeros_like(h0) if d_h_all is None else d_h_all[T].contiguous()
+    grads = _scan_backward_op(d_out, d_c_last, d_h_last, *saved, *ctx.flags)
+    # proj, carry, decay, gate_bias, weight_h, c0, h0; none for the masks and the flags
+    return (*grads, None, None, *([None] * len(ctx.flags)))
+
+
+_scan_op.register_autograd(_scan_backward, setup_context=_scan_setup_context)
+
+
+def _compiled_scan(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec):
+    """The fused scan through the custom ops: what :func:`string_kernel_recurrence` runs
+    under torch.compile (the same C++ kernels as :class:`_FusedRecurrence`)."""
+    args = _op_args(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask)
+    out, c_all, h_all, _ = _scan_op(*args, *op_flags(spec))
+    T = proj.shape[0]
+    return out, c_all[T], h_all[T]
+
+
+@torch.compiler.assume_constant_result
+def _fused_ready(device_type: str) -> bool:
+    """:func:`fused_available` as torch.compile sees it: called once when a graph is traced
+    (building the op if needed, outside the graph) and taken as a constant."""
+    return fused_available(device_type)
+
+
 def string_kernel_recurrence(
     proj: Tensor,
     carry: Tensor | None,
@@ -392,10 +492,27 @@ def string_kernel_recurrence(
     """Run the scan; the single dispatch point between fused op and reference.
 
     Same arguments and results as :func:`string_kernel_recurrence_ref`.
+
+    Support set of the fused op: float32 and float64 tensors on CPU or CUDA, with that
+    device type's op built (:func:`fused_status`) and ``KNN_FUSED`` not ``0``; everything
+    else runs the reference.
+
+    Under ``torch.compile`` (``torch.compiler.is_compiling()``) the same choice is made
+    when the graph is traced, and the fused op runs as the custom ops
+    ``torch.ops.knn.string_kernel_scan`` / ``string_kernel_scan_backward``: the same C++
+    or CUDA kernels, traced through their fake (shape-only) implementations as one node
+    each, with no graph break; the compiler treats the scan as opaque and fuses around
+    it. Outside the support set the reference is traced instead (its time loop unrolled
+    into the graph). Either way the numbers are eager's, up to the float rounding of the
+    ops the compiler fuses around the scan (``tests/compile/test_compile.py``).
     """
     if spec.activation not in _ACT_CODE:
         raise ValueError(f"unknown activation {spec.activation!r}; choose one of {ACTIVATIONS}")
-    if proj.dtype in _FUSED_DTYPES and fused_available(proj.device.type):
+    if torch.compiler.is_compiling():
+        if proj.dtype in _FUSED_DTYPES and _fused_ready(proj.device.type):
+            usage.record("fused_scan")
+            return _compiled_scan(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)
+    elif proj.dtype in _FUSED_DTYPES and fused_available(proj.device.type):
         usage.record("fused_scan")
         return _FusedRecurrence.apply(proj, carry, decay, gate_bias, weight_h, c0, h0, mask, h_mask, spec)
     usage.record("reference_scan")

@@ -10,7 +10,9 @@ fallback ran) or ``None`` (the op was never called, e.g. an LSTM has no
 string-kernel scan).
 
 The tally is per process and only grows; a tool measuring one model in a
-process that ran others calls :func:`reset` first.
+process that ran others calls :func:`reset` first. Code that ``torch.compile``
+traced records its paths at every call, as eager code does (Dynamo replays the
+counter's updates after each run of the graph).
 """
 
 from __future__ import annotations

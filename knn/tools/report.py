@@ -41,8 +41,9 @@ from knn.tools import cep_table, sst_table
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
 from knn.tools.results import (RESULTS_ROOT, aggregate, collect, collect_failed, epochs,
                                fmt_metric, markdown, pm, protocol, run_key)
-from knn.paths import CONF_DIR, REPO_ROOT
+from knn.paths import CONF_DIR, REPO_ROOT, pinned_versions
 from knn.tasks.sst import DEFAULT_VECTORS
+from knn.train import segments
 from knn.train.config import experiment_names
 
 BENCH = "experiments/bench/layers.json"
@@ -56,6 +57,16 @@ SST_VECTORS = {
 }
 CEP_SUBSET = "public CEP subset (29,978 molecules), not the paper's 2.3M"
 
+#: What the protocol, departures and where-it-ran columns mean (report and README).
+COLUMNS = ("Protocol: `full` means the experiment file ran unchanged, not that it matches the "
+           "paper; anything else (budgeted, cut, modified) is not the experiment's own protocol "
+           "either. Departures from the paper: every known difference between the row and the "
+           "paper's setup, one per entry: those its experiment file declares "
+           "(`paper.departures`, each with its measured effect or \"not measured\"), data or "
+           "vectors substituted, a run that did not train in one place with the pinned torch, "
+           "and provenance its runs lack, separated by ·; \"none known\" is not a claim of equality. Where it "
+           "ran: the hardware and torch version of each part of the runs (`segments` in "
+           "result.json).")
 #: Rows in the paper's order (variant names); configs not listed follow, sorted.
 TABLE1_ORDER = ("const_5m", "learned_5m", "gated_5m", "lstm_5m",
                 "gated_20m", "gated_vd_20m", "gated_vd_4layer_20m", "lstm_20m")
@@ -129,16 +140,57 @@ def substitution(task: str, config: dict[str, Any], vectors: str | None = None) 
     return None
 
 
-def label(run: dict[str, Any]) -> str:
-    """The run's protocol and substitution, e.g. ``budgeted 5 min; public CEP subset ...``;
-    a trained CEP run also says how it drew its training molecules, which ``full`` alone
-    does not (:func:`knn.tools.cep_table.draws`: ``cep/wln`` draws 100,000 an epoch
-    re-sampled, ``cep/wln_tuned`` 24,000 uniformly)."""
-    vectors = ((run.get("extra") or {}).get("vectors") or {}).get("file")
+def protocol_cell(run: dict[str, Any]) -> str:
+    """The run's protocol label (:mod:`knn.train.protocol`: whether the experiment file ran
+    unchanged); a trained CEP run also says how it drew its training molecules, which
+    ``full`` alone does not (:func:`knn.tools.cep_table.draws`: ``cep/wln`` draws 100,000 an
+    epoch re-sampled, ``cep/wln_tuned`` 24,000 uniformly)."""
     drawn = cep_table.draws(run) if run["task"] == "cep" else "-"
-    parts = [protocol(run), None if drawn in ("-", "not recorded") else f"draws per epoch: {drawn}",
-             substitution(run["task"], run.get("config") or {}, vectors)]
+    parts = [protocol(run), None if drawn in ("-", "not recorded") else f"draws per epoch: {drawn}"]
     return "; ".join(p for p in parts if p)
+
+
+def run_substitution(run: dict[str, Any]) -> str | None:
+    """:func:`substitution` of a run, with the SST vector file it recorded using."""
+    vectors = ((run.get("extra") or {}).get("vectors") or {}).get("file")
+    return substitution(run["task"], run.get("config") or {}, vectors)
+
+
+def label(run: dict[str, Any]) -> str:
+    """What makes runs of one experiment one row: the protocol cell and the substitution."""
+    return "; ".join(p for p in (protocol_cell(run), run_substitution(run)) if p)
+
+
+def provenance_gaps(runs: list[dict[str, Any]]) -> str | None:
+    """``machine, ops not recorded (2 of 3 runs)`` when runs lack those provenance keys."""
+    gaps = {k: sum(not r.get(k) for r in runs) for k in ("machine", "ops")}
+    missing = [k for k, n in gaps.items() if n]
+    if not missing:
+        return None
+    n = max(gaps.values())
+    return f"{', '.join(missing)} not recorded ({n} of {len(runs)} run{'s' * (len(runs) > 1)})"
+
+
+def departures(e: Experiment, runs: list[dict[str, Any]]) -> list[str]:
+    """Every known departure of a row from the paper, one short line each: the data or
+    vectors substituted, those its experiment file declares (``paper.departures``), where
+    its runs trained when that was not one machine with the pinned torch
+    (:func:`knn.train.segments.departure`), and provenance its runs lack."""
+    pinned = pinned_versions().get("torch")
+    found = [run_substitution(r) for r in runs]  # the data or vectors first: the largest
+    found += e.paper.get("departures") or []
+    found += [segments.departure(segments.of(r), pinned) for r in runs]
+    found.append(provenance_gaps(runs))
+    return list(dict.fromkeys(d for d in found if d))  # first-seen order, once each
+
+
+def where_ran(runs: list[dict[str, Any]]) -> str:
+    """Where a row's runs trained (:func:`knn.train.segments.where`), once when they agree,
+    else per seed."""
+    places = {r["seed"]: segments.where(segments.of(r)) for r in runs}
+    if len(set(places.values())) == 1:
+        return next(iter(places.values()))
+    return "; ".join(f"seed {seed}: {where}" for seed, where in sorted(places.items()))
 
 
 def section_rows(section: Section, exps: list[Experiment], runs: list[dict[str, Any]],
@@ -146,7 +198,8 @@ def section_rows(section: Section, exps: list[Experiment], runs: list[dict[str, 
     """One row per (experiment, label) with runs, one per experiment without.
 
     A row: ``experiment``, ``group`` (the :func:`knn.tools.results.aggregate` group, or None),
-    ``label`` and ``failed`` (how many of the experiment's runs failed).
+    ``label`` (:func:`label`, the grouping key), ``protocol`` (:func:`protocol_cell`), ``departures`` (:func:`departures`), ``where``
+    (:func:`where_ran`) and ``failed`` (how many of the experiment's runs failed).
     """
     rank = {v: i for i, v in enumerate(section.order)}
     chosen = sorted((e for e in exps if e.task == section.task and section.accepts(e)),
@@ -160,11 +213,17 @@ def section_rows(section: Section, exps: list[Experiment], runs: list[dict[str, 
             if (r["task"], r["variant"]) == key:
                 by_label.setdefault(label(r), []).append(r)
         if not by_label:
-            rows.append({"experiment": e, "group": None, "failed": n_failed,
-                         "label": substitution(e.task, e.config) or "-"})
+            declared = list(e.paper.get("departures") or [])
+            rows.append({"experiment": e, "group": None, "failed": n_failed, "label": "-",
+                         "protocol": "-",
+                         "departures": [d for d in [substitution(e.task, e.config)] if d] + declared,
+                         "where": "-"})
         for lab in sorted(by_label):
-            [group] = aggregate(by_label[lab])
-            rows.append({"experiment": e, "group": group, "failed": n_failed, "label": lab})
+            members = by_label[lab]
+            [group] = aggregate(members)
+            rows.append({"experiment": e, "group": group, "failed": n_failed, "label": lab,
+                         "protocol": protocol_cell(members[0]),
+                         "departures": departures(e, members), "where": where_ran(members)})
     return rows
 
 
@@ -206,7 +265,8 @@ def table_markdown(section: Section, rows: list[dict[str, Any]], out: Path) -> l
     """The section's heading and table; Table 3 ends with chemprop's peer row."""
     lines = [f"## {section.title}", "",
              "| paper row | experiment | paper | ours: best of n | ours: mean ± std | n | params "
-             "| paper params | protocol | runs |", "|" + "---|" * 10]
+             "| paper params | protocol | departures from the paper | where it ran | runs |",
+             "|" + "---|" * 12]
     for row in rows:
         e, g = row["experiment"], row["group"]
         name = e.paper.get("row", e.variant)
@@ -223,7 +283,7 @@ def table_markdown(section: Section, rows: list[dict[str, Any]], out: Path) -> l
                     f"{g['params']:,}"]
             runs = _link([r["run_dir"] for r in g["runs"]], out)
         cells = [name, f"`{e.name}`", _paper_cell(e.paper), *ours, _size(e.paper.get("params")),
-                 row["label"], runs]
+                 row["protocol"], " · ".join(row["departures"]) or "none known", row["where"], runs]
         lines.append("| " + " | ".join(map(_cell, cells)) + " |")
     peers = chemprop_cells(out) if section.task == "cep" else []
     lines += ["| " + " | ".join(map(_cell, peer)) + " |" for peer in peers]
@@ -236,16 +296,22 @@ def chemprop_cells(out: Path) -> list[list[str]]:
     ref = cep_table.chemprop_reference()
     if ref is None:
         return []
-    protocol = (f"peer ({ref['origin']}): its defaults, {ref.get('epochs', '?')} epochs, "
-                f"the same split; {CEP_SUBSET}")
-    folder = str((REPO_ROOT / ref["file"]).parent)
-    return [[f"{ref['name']} (not in the paper)", "-", "-", f"{ref['test_rmse']:.4f}", "-", "1",
-             f"{ref['params']:,}", "-", protocol, _link([folder], out)]]
+    protocol = f"peer ({ref['origin']}): its defaults, {ref.get('epochs', '?')} epochs, the same split"
+    machine = ref.get("machine") or {}
+    where = ", ".join(x for x in (f"CPU ({machine['cpu_model']})" if machine.get("cpu_model") else None,
+                                  f"torch {ref['torch_version']}" if ref.get("torch_version") else None) if x)
+    path = REPO_ROOT / ref["file"]
+    folder = str(path if path.is_dir() else path.parent)
+    values = ref.get("test_rmse_values") or [ref["test_rmse"]]
+    spread = pm("rmse", ref["test_rmse"], ref.get("test_rmse_std")) if len(values) > 1 else "-"
+    return [[f"{ref['name']} (not in the paper)", "-", "-", f"{min(values):.4f}", spread,
+             str(len(values)), f"{ref['params']:,}", "-", protocol, CEP_SUBSET,
+             where or "not recorded", _link([folder], out)]]
 
 
 def cep_notes(runs: list[dict[str, Any]]) -> list[str]:
     """Below Table 3: the paper's ordering as :mod:`knn.tools.cep_table` judges it (on the
-    mean test RMSE over seeds, within each protocol), chemprop's reference with issue #20's
+    mean test RMSE over seeds, within each protocol), chemprop's reference with its
     target judged on the same rows, and the note on the data."""
     lines = []
     rows = cep_table.table([r for r in runs if r["task"] == "cep"])
@@ -413,8 +479,7 @@ def build(roots: list[Path], bench_path: Path | None, out: Path, command: str) -
              f"{len(runs)} finished and {len(failed)} failed runs under "
              + ", ".join(f"`{_shown(r.resolve())}`" for r in roots) + ". "
              "Ours: the best test value over the n seeds of a row (the paper's protocol, which "
-             "selects on test data), and the mean ± sample std when n > 1. A protocol other "
-             "than full, or a substitution, makes a number not comparable with the paper's.", ""]
+             "selects on test data), and the mean ± sample std when n > 1. " + COLUMNS, ""]
     for section in SECTIONS:
         rows = section_rows(section, exps, runs, failed)
         lines += table_markdown(section, rows, out)
@@ -459,7 +524,7 @@ def headline(roots: list[Path], readme_dir: Path) -> list[str]:
     """The paper's tables cut to the rows that have runs, links relative to ``readme_dir``
     (Figure 2's table and chart are in the full report only)."""
     runs, failed, exps = collect(*roots), collect_failed(*roots), experiments()
-    lines = []
+    lines = [COLUMNS, ""]
     for section in (s for s in SECTIONS if not s.figure2):
         rows = [r for r in section_rows(section, exps, runs, failed) if r["group"] is not None]
         if rows:

@@ -26,7 +26,8 @@ the task's selection metric (``result["metric"]``):
   selects on test data and is optimistic;
 * mean ± std (sample std, n - 1) of test and validation values;
 * trained parameters next to the paper's (its experiment's ``paper.params``);
-* wall time per run, the seeds, and each run's command, commit, CPU and threads, and
+* wall time per run, the seeds, and each run's command, commit, where it trained (each
+  part's hardware and torch version, :mod:`knn.train.segments`) and threads, and
   its start, pause and finish times where the runner logged them (``PAUSED_AT.txt``
   beside ``result.json``, written by ``experiments/runner/run_one.sh``).
 
@@ -91,6 +92,13 @@ def select(runs: list[dict[str, Any]], task: str | None = None, model: str | Non
 def cpu_model(result: dict[str, Any]) -> str | None:
     """The CPU a run (or a peer run) recorded in its provenance, if any."""
     return (result.get("machine") or {}).get("cpu_model")
+
+
+def where(result: dict[str, Any]) -> str:
+    """Where a run trained, part by part (:func:`knn.train.segments.where`)."""
+    from knn.train import segments  # here: keeps this module's import light
+
+    return segments.where(segments.of(result))
 
 
 def timeline(run_dir: str | Path) -> list[str]:
@@ -215,6 +223,7 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                       "git_commit": r.get("git_commit"), "command": r.get("command"),
                       "cpu_model": cpu_model(r),
                       "torch_threads": (r.get("machine") or {}).get("torch_threads"),
+                      "where": where(r),
                       "timeline": timeline(r["run_dir"]), "run_dir": r["run_dir"]}
                      for r, v, t in zip(members, valid, test)],
         })
@@ -271,7 +280,7 @@ def run_line(variant: str, metric: str, run: dict[str, Any]) -> str:
     commit = run.get("git_commit") or ""
     short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
     where = ", ".join(str(x) for x in (
-        run["device"], run.get("cpu_model"),
+        run.get("where") or run["device"],
         None if run.get("torch_threads") is None else f"{run['torch_threads']} thread(s)",
         f"commit {short}" if short else None) if x)
     when = f" [{'; '.join(run['timeline'])}]" if run.get("timeline") else ""

@@ -1,4 +1,4 @@
-"""Table 2 (SST) judged against issue #18's targets and the paper's ordering, from runs'
+"""Table 2 (SST) judged against the project's targets and the paper's ordering, from runs'
 ``result.json`` files.
 
     python -m knn.tools.sst_table RUNS [RUNS ...] [--out experiments/results/sst/full/table2_judged]
@@ -9,7 +9,7 @@ and the same vector file (``result["extra"]["vectors"]["file"]``); within one su
 setting the runs of a variant form a row (:func:`knn.tools.results.aggregate`). Per
 setting and granularity (fine, binary), on test accuracy:
 
-* **the target** (issue #18): the gated Kernel NN's best test accuracy over its seeds
+* **the target**: the gated Kernel NN's best test accuracy over its seeds
   (the paper's "best of 5 runs", which selects on test data) at or above
   :data:`TARGETS`; beside it the test accuracy of its best-dev run, what one would pick
   without the test set;
@@ -44,7 +44,7 @@ GATED, BASELINES = "gated", ("const", "kim_cnn", "bilstm", "kim_cnn_kim2014", "b
 NAMES = {"gated": "gated λ", "const": "λ = 0.5", "kim_cnn": "Kim CNN", "bilstm": "Bi-LSTM",
          "kim_cnn_kim2014": "Kim CNN on Kim's protocol",
          "bilstm_tai2015": "Bi-LSTM on Tai et al.'s protocol"}
-#: Issue #18's targets for the gated model's best of 5, with GloVe 6B 50d (test accuracy, %).
+#: The project's targets for the gated model's best of 5, with GloVe 6B 50d (test accuracy, %).
 TARGETS = {"fine": 48.0, "binary": 86.0}
 #: Seeds per row the issue asks for; fewer leave a verdict provisional.
 SEEDS = 5
@@ -75,7 +75,7 @@ def settings(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict
 
 
 def target(rows: dict[str, dict[str, Any]], granularity: str) -> dict[str, Any] | None:
-    """Issue #18's target on the gated row of ``granularity``; None without that row."""
+    """The target on the gated row of ``granularity``; None without that row."""
     gated = rows.get(f"{GATED}_{granularity}")
     if gated is None:
         return None
@@ -194,11 +194,11 @@ def falls_lines(found: list[dict[str, Any]]) -> list[str]:
 
 def markdown(judged: list[dict[str, Any]], level: int = 2) -> str:
     """The judgements under a heading of ``level`` (one level deeper per setting)."""
-    lines = ["#" * level + " Table 2 (SST) judged: issue #18's targets, the paper's ordering, "
+    lines = ["#" * level + " Table 2 (SST) judged: the project's targets, the paper's ordering, "
              "the authors' 5-point rule", ""]
     for j in judged:
         lines += ["#" * (level + 1) + f" Protocol {j['protocol']}, vectors `{j['vectors']}`", "",
-                  "Target (issue #18): the gated Kernel NN's best test accuracy of "
+                  "Target: the gated Kernel NN's best test accuracy of "
                   f"{SEEDS} seeds at or above {TARGETS['fine']:.1f} (fine) and "
                   f"{TARGETS['binary']:.1f} (binary).", ""]
         lines += [target_line(t) for t in j["targets"]] or ["- no gated run yet."]

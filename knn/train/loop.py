@@ -37,13 +37,14 @@ from knn.models import count_params
 from knn.tasks import TASKS
 from knn.tasks.base import is_better
 from knn.train import checkpoint as ckpt
+from knn.train import segments
 from knn.train.average import WeightAverage
 from knn.train.config import reference_config, resolve_config, to_dataclass
 from knn.train.health import check_run
 from knn.train.memory import keep_freed_memory
 from knn.train.optim import EpochSchedule, build_optimizer
 from knn.train.protocol import experiment_of, group_choices, protocol_label
-from knn.train.provenance import device_name, git_commit, provenance
+from knn.train.provenance import device_name, git_commit, machine, provenance
 from knn.train.rng import get_rng_state, seed_everything, set_deterministic, set_rng_state
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class Trainer:
         self.after_step = getattr(self.task, "after_step", None)  # optional task.after_step(model)
         self.plain_cfg = OmegaConf.to_container(cfg, resolve=True)
         self.p = Progress()
+        self.segments: list[dict[str, Any]] = []  # where each stretch trained (knn.train.segments)
         if self.t.resume:
             self._resume()
         if dist.rank() > 0:  # same init everywhere (above), other dropout masks per rank
@@ -153,6 +155,10 @@ class Trainer:
         self.show = self.show and dist.is_main()
         self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
         self.commit = git_commit()  # the code this process runs, recorded in result.json
+        self.segment = segments.begin(self.p, device_name(self.device), str(torch.__version__),
+                                      {**machine(), "processes": dist.world_size()}, self.commit)
+        self.segments.append(self.segment)
+        self.segment_clock = self.p.elapsed  # training seconds before this segment
 
     def _resume(self) -> None:
         state = ckpt.load(self.last_path, map_location=self.device)
@@ -167,6 +173,8 @@ class Trainer:
         if self.average is not None:
             self.average.load_state_dict(state["average"])
         self.p = Progress(**state["progress"])
+        # A checkpoint from before segments were kept: its past is one unrecorded segment.
+        self.segments = state.get("segments") or [segments.unrecorded(self.p)]
         set_rng_state(state["rng"])
         log.info("resumed from %s at epoch %d batch %d", self.last_path, self.p.epoch, self.p.batch)
 
@@ -304,10 +312,12 @@ class Trainer:
                                 f"stopped, last good checkpoint: "
                                 f"{self.last_path if self.last_path.exists() else 'none'}")
         p.elapsed = time.monotonic() - self.clock
+        segments.extend(self.segment, p, p.elapsed - self.segment_clock)
         average = {} if self.average is None else {"average": self.average.state_dict()}
         self._save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                     "schedule": self.schedule.state_dict(), "task_state": self.task.state_dict(),
-                    "progress": vars(p).copy(), "rng": get_rng_state(), **average}, self.last_path)
+                    "progress": vars(p).copy(), "rng": get_rng_state(),
+                    "segments": self.segments, **average}, self.last_path)
         return p.elapsed
 
     def _save(self, state: dict[str, Any], path: Path) -> None:
@@ -335,6 +345,8 @@ class Trainer:
         with selected:
             metrics = {split: self._evaluate(split) for split in ("valid", "test")}
         cfg, t = self.cfg, self.t
+        wall = time.monotonic() - self.clock
+        segments.extend(self.segment, self.p, wall - self.segment_clock)
         result = {
             "task": cfg.task.name,
             "model": cfg.model.name,
@@ -347,8 +359,9 @@ class Trainer:
             "epochs": self.p.epoch,
             "steps": self.p.step,
             "stop_reason": stop_reason,
-            "wall_seconds": round(time.monotonic() - self.clock, 2),
-            "device": device_name(self.device),
+            "wall_seconds": round(wall, 2),
+            "device": device_name(self.device),  # the last segment's; every one: "segments"
+            "segments": self.segments,
             "processes": dist.world_size(),  # data-parallel ranks (torchrun), each on `device`
             "seed": cfg.seed,
             "budgeted": stop_reason == "max_minutes",

@@ -85,7 +85,7 @@ def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 # free of torch).
 _KERNEL_FIELDS = ("n", "mapping", "normalized", "output", "activation", "decay", "decay_value",
                   "highway", "rnn_dropout")
-#: Model keys renamed by commit 11ddb37 (one model registry, #17), per ``model.name``: old key
+#: Model keys renamed by commit 11ddb37 (one model registry), per ``model.name``: old key
 #: -> new key, dotted below ``model``. :func:`upgrade` reads a config written before it
 #: with today's names, so runs from both sides of the change compare key by key.
 RENAMED_MODEL_KEYS: dict[str, dict[str, str]] = {

@@ -271,9 +271,9 @@ def test_run_lines_give_commit_machine_and_the_runner_timeline(tmp_path: Path) -
     logged, plain = markdown([g]).splitlines()[-2:]
     assert logged == (
         "- gated_fine seed 4: valid 45.00, test 44.00, 5.0 min, 3 epochs (patience, best epoch 1"
-        " of 0-2), cpu, AMD EPYC, 1 thread(s), commit f773262-dirty [started 2026-11-29 11:31 UTC"
+        " of 0-2), CPU (AMD EPYC), 1 thread(s), commit f773262-dirty [started 2026-11-29 11:31 UTC"
         " at f773262; stopped 2026-11-29 11:51 UTC (exit 143); started 2026-11-29 12:06 UTC at"
         " f773262; finished 2026-11-29 13:05 UTC]: `python -m knn.train seed=4`")
     # A run without a commit, machine, best epoch or runner log says only what it has.
     assert plain == ("- gated_fine seed 5: valid 46.00, test 43.00, 6.0 min, 3 epochs (patience),"
-                     " cpu: `python -m knn.train seed=5`")
+                     " CPU: `python -m knn.train seed=5`")

@@ -1,0 +1,51 @@
+"""knn.tools.compare: the verdict respects both sides' spread; trainer and peer files alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from knn.tools import compare
+
+
+def side(*values: float) -> dict:
+    return compare.summary(list(values), higher_is_better=False)
+
+
+def test_verdict_uses_the_larger_std() -> None:
+    ours, peer = side(0.90, 0.94, 0.98), side(0.92, 0.93, 0.94)  # stds 0.04 and 0.01
+    assert compare.verdict(ours, peer, False) == "within the spread"  # 0.01 apart <= 0.04
+    assert compare.verdict(side(0.50, 0.52), side(0.67, 0.68), False) == "ahead"
+    assert compare.verdict(side(0.67, 0.68), side(0.50, 0.52), False) == "behind"
+    assert compare.verdict(side(0.5), side(0.6), False) == "ahead (one run each, no spread measured)"
+    assert compare.verdict(side(0.5), side(0.6), True) == "behind (one run each, no spread measured)"
+
+
+def test_summary_and_line() -> None:
+    s = side(0.5337, 0.4897, 0.5170)
+    assert s["n"] == 3 and s["best"] == 0.4897 and s["mean"] == pytest.approx(0.51346667)
+    assert s["std"] == pytest.approx(0.022212, abs=1e-6)
+    text = compare.line("WLN", s, "chemprop", side(0.6724), "test_rmse", False)
+    assert text == ("test_rmse (lower is better): WLN 0.5135 ± 0.0222 (n=3; best 0.4897) "
+                    "against chemprop 0.6724 (n=1): **ahead**")
+
+
+def test_cli_reads_trainer_and_peer_results(tmp_path: Path, capsys) -> None:
+    for seed, rmse in enumerate((0.50, 0.52)):
+        (tmp_path / "a" / f"seed{seed}").mkdir(parents=True)
+        (tmp_path / "a" / f"seed{seed}" / "result.json").write_text(
+            json.dumps({"metrics": {"test": {"rmse": rmse}}}))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "result.json").write_text(json.dumps({"test_rmse": 0.67}))
+    out = tmp_path / "cmp"
+    assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
+                         "--names", "ours", "peer", "--out", str(out)]) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    [c] = data["comparisons"]
+    assert c["verdict"] == "ahead" and c["a"]["n"] == 2 and c["b"]["values"] == [0.67]
+    assert "ours 0.5100 ± 0.0141 (n=2; best 0.5000) against peer 0.6700 (n=1)" in capsys.readouterr().out
+    assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "nowhere")]) == 1
+    assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
+                         "--metric", "test_mae"]) == 1  # a one-line error, no traceback

@@ -226,7 +226,7 @@ def require_fused(device_type: str) -> None:
     if status.state == "built":
         return
     if status.state == "failed":
-        log = recurrence._fused_logs.get(device_type, "")
+        log = recurrence.fused_build_log(device_type)
         pytest.fail(f"the fused {device_type} op failed to build although its compilers are on PATH "
                     f"({status.detail}); fix the build, or set KNN_FUSED=0 to test without it. "
                     f"Build output (tail):\n{log}", pytrace=False)

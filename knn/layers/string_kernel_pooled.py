@@ -86,7 +86,7 @@ def pooled_layer(x: Tensor, in_mask: Tensor | None, x_mask: Tensor | None, weigh
                  spec: recurrence.RecurrenceSpec, carry_is_input: bool) -> tuple[Tensor, Tensor]:
     """:func:`pooled_layer_ref` as one autograd node, given the layer's tensors and its drawn
     masks (:meth:`knn.layers.string_kernel.StringKernelLayer.forward_pooled` passes them)."""
-    mod = recurrence._fused_modules["cpu"]
+    mod = recurrence.fused_module("cpu")
     onednn = products_on_onednn(x, weight)
     h, z = mod.pooled(x, in_mask, x_mask, weight, weight_h, decay, decay_bias, highway_bias,
                       h_mask, mask, *recurrence.op_flags(spec), carry_is_input, onednn)

@@ -46,7 +46,7 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -273,6 +273,23 @@ def fused_available(device_type: str = "cpu") -> bool:
     if device_type == "cuda" and not torch.cuda.is_available():
         return False
     return _load_fused(device_type) is not None
+
+
+def fused_module(device_type: str = "cpu") -> Any:
+    """The built fused-op module of ``device_type`` (building it on first use), or None when
+    it is off (``KNN_FUSED=0``) or its build failed: the layers' C++ nodes call through it."""
+    return _load_fused(device_type) if fused_available(device_type) else None
+
+
+def fused_build_errors() -> dict[str, str]:
+    """Why each fused build that was tried failed, one line per device type (empty: none
+    failed or none was tried); result.json's ``ops`` records it."""
+    return dict(_fused_errors)
+
+
+def fused_build_log(device_type: str = "cpu") -> str:
+    """The tail of a failed build's compiler output ("" when it did not fail)."""
+    return _fused_logs.get(device_type, "")
 
 
 def fused_compilers(device_type: str = "cpu") -> dict[str, str | None]:

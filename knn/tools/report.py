@@ -521,16 +521,21 @@ README_END = "<!-- results: end -->"
 
 
 def headline(roots: list[Path], readme_dir: Path) -> list[str]:
-    """The paper's tables cut to the rows that have runs, links relative to ``readme_dir``
-    (Figure 2's table and chart are in the full report only)."""
+    """The paper's tables cut to the rows that have runs, links relative to ``readme_dir``,
+    Table 3 followed by its judged comparison with chemprop (Figure 2's table and chart are
+    in the full report only)."""
     runs, failed, exps = collect(*roots), collect_failed(*roots), experiments()
-    lines = [COLUMNS, ""]
+    lines: list[str] = []
     for section in (s for s in SECTIONS if not s.figure2):
         rows = [r for r in section_rows(section, exps, runs, failed) if r["group"] is not None]
         if rows:
             lines += [line.replace("## ", "#### ", 1) if line.startswith("## ") else line
                       for line in table_markdown(section, rows, readme_dir)]
-    return lines or ["No runs yet.", ""]
+        if rows and section.task == "cep":  # the stated comparison with chemprop, judged
+            cep_rows = cep_table.table([r for r in runs if r["task"] == "cep"])
+            reference = cep_table.reference_lines(cep_rows, cep_table.chemprop_reference())
+            lines += reference + [""] if reference else []
+    return [COLUMNS, "", *lines] if lines else ["No runs yet.", ""]
 
 
 def update_readme(readme: Path, lines: list[str]) -> None:

@@ -70,7 +70,7 @@ def ops() -> dict[str, Any]:
     """Which implementation each dispatching op ran in this process
     (:func:`knn.ops.usage.ops_report`), and why a fused build failed, by device type
     (``fused_build_errors``, empty when none failed or none was tried)."""
-    return {**usage.ops_report(), "fused_build_errors": dict(recurrence._fused_errors)}
+    return {**usage.ops_report(), "fused_build_errors": recurrence.fused_build_errors()}
 
 
 def provenance(command: str, commit: str | None = None) -> dict[str, Any]:

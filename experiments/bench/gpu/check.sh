@@ -30,7 +30,7 @@ echo "== 0. build the fused ops" | tee -a "$LOG"
   python3 - <<'PY'
 from knn.ops import recurrence as R
 ok = {d: R.fused_available(d) for d in ("cpu", "cuda")}
-print("fused ops built:", ok, R._fused_errors)
+print("fused ops built:", ok, R.fused_build_errors())
 if not all(ok.values()):  # show the compiler's own words
     from torch.utils import cpp_extension
     src = R._CSRC / ("string_kernel_cuda.cu" if not ok["cuda"] else "string_kernel_cpu.cpp")

@@ -30,7 +30,7 @@ export PYTHONPATH=$PWD:/tmp/site KNN_DATA_MIRROR=$PWD/.devdata KNN_DATA_CACHE=/t
 git config core.fileMode false
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "commit $(git rev-parse --short HEAD); modified tracked files: $(git status --porcelain --untracked-files=no | wc -l)"
-  python3 -c "from knn.ops import recurrence as R; print('fused ops built:', {d: R.fused_available(d) for d in ('cpu', 'cuda')}, R._fused_errors)"
+  python3 -c "from knn.ops import recurrence as R; print('fused ops built:', {d: R.fused_available(d) for d in ('cpu', 'cuda')}, R.fused_build_errors())"
 } 2>&1 | tee -a "$LOG"
 
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)

@@ -49,7 +49,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install -c constraints.txt -e '.[report,slurm,test]'
+	$(PY) -m pip install -c constraints.txt -e '.[report,slurm,test,lint]'
 	@touch $(STAMP)
 
 test: setup ## run the test suite

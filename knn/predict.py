@@ -41,14 +41,14 @@ exit with status 1; bad arguments exit with status 2.
 from __future__ import annotations
 
 import csv
-import io
 import logging
 import math
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, TextIO
 
 import torch
 
@@ -87,7 +87,7 @@ class Predictor:
     device: torch.device
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "cpu") -> "Predictor":
+    def load(cls, path: str | Path, device: str = "cpu") -> Predictor:
         path = Path(path)
         if path.is_dir():
             path = path / ckpt_io.BEST
@@ -251,7 +251,7 @@ def ensemble_predict(members: Sequence[Predictor], smiles: Sequence[str], on_inv
 
 
 def write_predictions(inputs: Inputs, preds: list[float | None], invalid: dict[int, str] | None,
-                      out: io.TextIOBase, spread: list[float | None] | None = None) -> None:
+                      out: TextIO, spread: list[float | None] | None = None) -> None:
     writer = csv.writer(out, lineterminator="\n")
     header = ["row", "smiles"] + ([inputs.target_column] if inputs.targets is not None else [])
     writer.writerow(header + ["prediction"] + (["std"] if spread is not None else [])

@@ -24,11 +24,11 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
-import io
-import re
 import http.client
+import io
 import json
 import os
+import re
 import shutil
 import zipfile
 from collections.abc import Callable, Mapping
@@ -302,8 +302,10 @@ def glove_sst_gz(zip_path: Path, resolve_input: Callable[[str], Path]) -> bytes:
     the rebuilt file's content digest (:func:`vectors_digest`) matches it.
     """
     keep = sst_types([resolve_input(name) for name in SST_TREES])
+    member = SOURCES[GLOVE_6B_SST].member
+    assert member is not None  # a zip member: see SOURCES
     lines = []
-    with zipfile.ZipFile(zip_path) as archive, archive.open(SOURCES[GLOVE_6B_SST].member) as f:
+    with zipfile.ZipFile(zip_path) as archive, archive.open(member) as f:
         for raw in io.TextIOWrapper(f, encoding="utf-8"):
             if raw.split(" ", 1)[0] in keep:
                 lines.append(raw.rstrip("\n") + "\n")

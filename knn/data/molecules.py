@@ -70,7 +70,7 @@ class InvalidRowError(DataError):
         self.detail, self.key = detail, key
         super().__init__(f"{detail}; {skip_hint(key)}")
 
-    def with_key(self, key: str) -> "InvalidRowError":
+    def with_key(self, key: str) -> InvalidRowError:
         """The same error, its hint naming ``key`` (e.g. the key as the user's config spells it)."""
         return InvalidRowError(self.detail, key)
 
@@ -169,7 +169,10 @@ def load_molecule_csv(
     path = Path(path)
     if not path.is_file():
         raise DataError(f"molecule CSV not found: {path}")
-    smiles, targets, rows, exclusions = [], [], [], []
+    smiles: list[str] = []
+    targets: list[float] = []
+    rows: list[int] = []
+    exclusions: list[Exclusion] = []
     with open(path, newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
@@ -249,7 +252,7 @@ class MoleculeDataset(Dataset):
     def __getitem__(self, i: int) -> tuple[MolGraph, float]:
         return self.graphs[i], float(self.targets[i])
 
-    def subset(self, positions: Sequence[int] | np.ndarray | Tensor) -> "MoleculeDataset":
+    def subset(self, positions: Sequence[int] | np.ndarray | Tensor) -> MoleculeDataset:
         """Items at ``positions`` (dataset positions, not file rows)."""
         idx = torch.as_tensor(np.asarray(positions, dtype=np.int64))
         return MoleculeDataset(
@@ -269,7 +272,7 @@ class MoleculeDataset(Dataset):
                 missing.append(r)
         return np.asarray(found, dtype=np.int64), missing
 
-    def select_rows(self, rows: Sequence[int] | np.ndarray, strict: bool = False) -> "MoleculeDataset":
+    def select_rows(self, rows: Sequence[int] | np.ndarray, strict: bool = False) -> MoleculeDataset:
         """The items of file ``rows`` (e.g. a split). Excluded rows are dropped
         (logged); with ``strict`` a row not in the dataset is a :class:`DataError`."""
         pos, missing = self.positions(rows)
@@ -301,7 +304,7 @@ def featurize_smiles(
     smiles: Sequence[str],
     featurizer: MolFeaturizer,
     on_invalid: str = "error",
-    labels: Sequence[str] | None = None,
+    labels: Sequence[str] | _RowLabels | None = None,
     on_invalid_key: str = "on_invalid",
 ) -> tuple[list[MolGraph], list[int], list[tuple[int, str]]]:
     """Graphs of the valid SMILES, their positions in ``smiles``, and (position, reason) of the rest.

@@ -93,7 +93,7 @@ class MolGraph:
     def num_bonds(self) -> int:
         return self.bond_index.shape[0]
 
-    def permute_atoms(self, perm: Tensor) -> "MolGraph":
+    def permute_atoms(self, perm: Tensor) -> MolGraph:
         """The same graph with atom i of the result being atom ``perm[i]`` of this one."""
         inverse = torch.empty_like(perm)
         inverse[perm] = torch.arange(len(perm))
@@ -129,7 +129,7 @@ class BatchMolGraph:
     num_graphs: int
 
     @classmethod
-    def from_graphs(cls, graphs: list[MolGraph]) -> "BatchMolGraph":
+    def from_graphs(cls, graphs: list[MolGraph]) -> BatchMolGraph:
         """Join ``graphs`` (in order) into one disjoint graph."""
         if not graphs:
             raise ValueError("cannot batch an empty list of graphs")
@@ -182,7 +182,7 @@ class BatchMolGraph:
     def num_bonds(self) -> int:
         return self.bond_index.shape[0]
 
-    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> "BatchMolGraph":
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> BatchMolGraph:
         """Move every tensor to ``device``; cast the feature tensors to ``dtype`` if given."""
         out = {}
         for f in fields(self):

@@ -53,7 +53,7 @@ class MolFeaturizer:
     name: str = field(default="custom", compare=False)
 
     @classmethod
-    def preset(cls, name: str = "authors") -> "MolFeaturizer":
+    def preset(cls, name: str = "authors") -> MolFeaturizer:
         """``"authors"`` (82 atom / 6 bond features) or ``"duvenaud"`` (62 / 6); see knn.featurize.atom."""
         if name not in PRESETS:
             raise ValueError(f"unknown featurizer preset {name!r}; choose from {sorted(PRESETS)}")

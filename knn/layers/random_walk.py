@@ -131,6 +131,7 @@ class RandomWalkKernelLayer(nn.Module):
         """λ_{u,v} for u = each atom's padded neighbours: (V, D, d), or the scalar λ."""
         if self.cfg.decay == "constant":
             return self.cfg.decay_value
+        assert self.gate_u is not None and self.gate_v is not None  # decay == "gated"
         z = graph.gather_atoms(self.gate_u(f)) + self.gate_v(f).unsqueeze(1)  # (V, D, d)
         if self.gate_e is not None:
             z = z + graph.gather_bonds(self.gate_e(e))
@@ -142,8 +143,9 @@ class RandomWalkKernelLayer(nn.Module):
             raise ValueError("this layer was built with bond_dim > 0: pass bond features e")
         n, d = self.cfg.n, self.d
         proj = (f @ self.weight.t()).view(-1, n, d)  # (V, n, d): W^{(j)} f_v
-        lam = self.edge_decay(f, graph, e) if n > 1 else None
-        bond = (e @ self.bond_weight.t()).view(-1, n - 1, d) if self.bond_weight is not None else None
+        lam = self.edge_decay(f, graph, e) if n > 1 else 0.0  # read only when n > 1
+        bond = (e @ self.bond_weight.t()).view(-1, n - 1, d) \
+            if self.bond_weight is not None and e is not None else None  # e: checked above
         states = [proj[:, 0]]
         for j in range(1, n):
             msg = graph.gather_atoms(self.act(states[-1]))  # (V, D, d): σ(c_{j-1}[u]), 0 at padding

@@ -86,7 +86,7 @@ class KernelState(NamedTuple):
     c: Tensor
     h: Tensor
 
-    def detach(self) -> "KernelState":
+    def detach(self) -> KernelState:
         return KernelState(self.c.detach(), self.h.detach())
 
 
@@ -119,7 +119,8 @@ class StringKernelLayer(nn.Module):
         self.weight_h = nn.Parameter(torch.empty(d_hidden, d_hidden)) if cfg.decay == "gated_xh" else None
         if cfg.decay == "learned":
             v = min(max(cfg.decay_value, 1e-3), 1 - 1e-3)
-            self.decay_logit = nn.Parameter(torch.full((d_hidden,), math.log(v / (1 - v))))
+            self.decay_logit: nn.Parameter | None = nn.Parameter(
+                torch.full((d_hidden,), math.log(v / (1 - v))))
         else:
             self.decay_logit = None
         self.reset_parameters()

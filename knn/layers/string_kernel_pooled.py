@@ -35,8 +35,7 @@ import torch
 from torch import Tensor
 
 from knn.ops import linear as linear_ops
-from knn.ops import recurrence
-from knn.ops import usage
+from knn.ops import recurrence, usage
 
 
 def _lengths(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -36,6 +36,7 @@ Shapes: f (V, d_in), e (E, d_e), h^{(l)} (V, d), c_j (V, d), h_G (G, d).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -115,7 +116,7 @@ class WLKernelNet(nn.Module):
         h = torch.relu(self.embed(f))  # h^{(0)}
         labels, graph_states = [h], []
         for l in range(self.cfg.depth):
-            kernel = self.kernels[0 if self.cfg.share_kernel else l]
+            kernel = cast(RandomWalkKernelLayer, self.kernels[0 if self.cfg.share_kernel else l])
             graph_states.append(kernel.graph_state(h, graph, e))  # h_G^{(l+1)} from h^{(l)}
             if l + 1 < self.cfg.depth:
                 h = self.relabel(h, graph, e)

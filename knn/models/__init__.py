@@ -33,10 +33,15 @@ from torch import nn
 
 from knn.models import graph_baselines as gb
 from knn.models.classifier import (
-    BiLSTMClassifier, BiLSTMConfig, KernelClassifier, KernelClassifierConfig, KimCNN, KimCNNConfig,
+    BiLSTMClassifier,
+    BiLSTMConfig,
+    KernelClassifier,
+    KernelClassifierConfig,
+    KimCNN,
+    KimCNNConfig,
 )
 from knn.models.graph import WLNConfig, WLNRegressor
-from knn.models.lm import KernelLM, KernelLMConfig, LSTMLM, LSTMLMConfig
+from knn.models.lm import LSTMLM, KernelLM, KernelLMConfig, LSTMLMConfig
 from knn.paths import CONF_DIR
 
 FAMILIES = ("lm", "sentence", "graph")

@@ -38,8 +38,9 @@ of the outputs or the two final states.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -81,7 +82,7 @@ class KernelClassifierConfig:
     kernel: StringKernelConfig = field(default_factory=_sst_kernel)
     # None: each weight block from its own fan-in, torch's default for the output layer;
     # "authors": as the authors' code draws them (see KernelClassifier.init_as_authors).
-    init: Optional[str] = None
+    init: str | None = None
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -117,7 +118,7 @@ class BiLSTMConfig:
     hidden: int = 150  # per direction
     depth: int = 1  # stacked bidirectional layers
     dropout: float = 0.5  # on the pooled features (and on embeddings: input_dropout)
-    input_dropout: Optional[float] = None  # on the embeddings; None: dropout (Tai et al.: 0)
+    input_dropout: float | None = None  # on the embeddings; None: dropout (Tai et al.: 0)
     pooling: str = "mean"  # masked mean of [fwd; bwd] outputs, or "last": final states
     # One LSTM read forwards and backwards (Tai et al.'s code shares the two directions'
     # weights); needs pooling "last".
@@ -145,6 +146,8 @@ def last_real(h: Tensor, mask: Tensor) -> Tensor:
 
 class _FixedEmbedding(nn.Module):
     """A frozen (V, d) lookup table held as a buffer."""
+
+    weight: Tensor
 
     def __init__(self, vectors: Tensor) -> None:
         super().__init__()
@@ -184,7 +187,7 @@ class KernelClassifier(nn.Module):
         sets differently: each gated layer's W_λ and U_λ as one [x; h] block, ±√(3/(d_in + d))
         (:meth:`StringKernelLayer.init_gate_jointly`), and the output W, ±√(3/(depth·d))
         instead of torch's ±1/√(depth·d). Every other weight already matches theirs."""
-        for layer in self.layers:
+        for layer in cast("Iterable[StringKernelLayer]", self.layers):
             if layer.weight_h is not None:
                 layer.init_gate_jointly()
         bound = math.sqrt(3.0 / self.out.in_features)
@@ -199,7 +202,7 @@ class KernelClassifier(nn.Module):
         """Concatenated per-layer summaries z (B, depth·d), before the output dropout."""
         h = self.embedding(tokens)  # (T, B, d_in)
         pooled = []
-        for layer in self.layers:
+        for layer in cast("Iterable[StringKernelLayer]", self.layers):
             if self._fuses(h):
                 # dropout, layer and mean as one autograd node: the same numbers, fewer ops
                 h, z = layer.forward_pooled(h, mask, dropout_mask(h, self.drop.p, self.training))
@@ -238,7 +241,7 @@ class KernelClassifier(nn.Module):
         T, B = tokens.shape
         p, empty = self.drop.p, like.new_empty(0)  # absent tensors reach the op as 0 elements
         params, masks, flags = [], [], []
-        for layer in self.layers:
+        for layer in cast("Iterable[StringKernelLayer]", self.layers):
             params += [layer.weight, layer.weight_h, layer.decay(), layer.decay_bias,
                        layer.highway_bias]
             masks += [dropout_mask(like, p, self.training, shape=(T, B, layer.d_in)),
@@ -249,7 +252,7 @@ class KernelClassifier(nn.Module):
         return torch.ops.knn_sk_cpu.classifier_nll(
             [empty if t is None else t for t in params], tokens, mask, labels, like,
             [empty if m is None else m for m in masks], flags,
-            products_on_onednn(like, self.layers[0].weight))
+            products_on_onednn(like, cast(StringKernelLayer, self.layers[0]).weight))
 
 
 class KimCNN(nn.Module):

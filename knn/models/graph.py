@@ -33,7 +33,7 @@ data decides them, so no preset does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -50,8 +50,8 @@ class WLNConfig:
     defaults are conf/model/wln.yaml's (a test keeps them equal)."""
 
     name: str = "wln"
-    atom_dim: Optional[int] = None  # None: from the featurizer
-    bond_dim: Optional[int] = None
+    atom_dim: int | None = None  # None: from the featurizer
+    bond_dim: int | None = None
     hidden: int = 200
     depth: int = 4
     n: int = 2

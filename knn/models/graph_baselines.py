@@ -22,7 +22,7 @@ import hashlib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import cast
 
 import numpy as np
 import torch
@@ -41,8 +41,8 @@ from knn.models.heads import RegressionHead
 @dataclass
 class NFPConfig:
     name: str = "nfp"
-    atom_dim: Optional[int] = None  # None: from the featurizer
-    bond_dim: Optional[int] = None
+    atom_dim: int | None = None  # None: from the featurizer
+    bond_dim: int | None = None
     hidden: int = 145
     depth: int = 4
     batch_norm: bool = True
@@ -89,11 +89,12 @@ class NFPRegressor(nn.Module):
 
     def fingerprint(self, graph: BatchMolGraph) -> Tensor:
         """h_G: (G, d); each o_v sums to 1, so each row sums to depth · |V_G|."""
-        h, fp = graph.atom_features, 0.0
+        h = graph.atom_features
+        fp: Tensor | float = 0.0
         for layer in self.layers:
             h, o = layer(h, graph)
             fp = fp + graph.sum_atoms(o)  # (G, d)
-        return fp
+        return cast(Tensor, fp)  # depth >= 1 layers
 
     def forward(self, graph: BatchMolGraph) -> Tensor:
         return self.head(self.fingerprint(graph))
@@ -107,8 +108,8 @@ class NFPRegressor(nn.Module):
 @dataclass
 class MeanFieldConfig:
     name: str = "emf"
-    atom_dim: Optional[int] = None  # None: from the featurizer
-    bond_dim: Optional[int] = None
+    atom_dim: int | None = None  # None: from the featurizer
+    bond_dim: int | None = None
     hidden: int = 340   # 0.26m parameters, like the other neural baselines
     depth: int = 4      # iterations, counting the first
 
@@ -146,8 +147,8 @@ class MeanFieldRegressor(nn.Module):
 @dataclass
 class LoopyBPConfig:
     name: str = "elbp"
-    atom_dim: Optional[int] = None  # None: from the featurizer
-    bond_dim: Optional[int] = None
+    atom_dim: int | None = None  # None: from the featurizer
+    bond_dim: int | None = None
     hidden: int = 265
     depth: int = 4      # iterations, counting the first (the authors' -d 4)
 
@@ -237,7 +238,7 @@ class MeanPredictor(nn.Module):
         self.mean = nn.Parameter(torch.zeros(()))
 
     @torch.no_grad()
-    def fit(self, targets: Tensor | Sequence[float]) -> "MeanPredictor":
+    def fit(self, targets: Tensor | Sequence[float]) -> MeanPredictor:
         self.mean.fill_(float(torch.as_tensor(targets, dtype=torch.float64).mean()))
         return self
 
@@ -354,14 +355,14 @@ class WLSubtreeRidge(nn.Module):
         return X.coalesce()
 
     @torch.no_grad()
-    def fit(self, graphs: Sequence[MolGraph], targets: Tensor | Sequence[float], chunk: int = 1024) -> "WLSubtreeRidge":
+    def fit(self, graphs: Sequence[MolGraph], targets: Tensor | Sequence[float], chunk: int = 1024) -> WLSubtreeRidge:
         y = torch.as_tensor(targets, dtype=torch.float64)
-        rows, labels = [], []
+        row_chunks, label_chunks = [], []
         for start in range(0, len(graphs), chunk):
             g, l = self._labels(BatchMolGraph.from_graphs(list(graphs[start : start + chunk])))
-            rows.append(g + start)
-            labels.append(l)
-        rows, labels = np.concatenate(rows), np.concatenate(labels)
+            row_chunks.append(g + start)
+            label_chunks.append(l)
+        rows, labels = np.concatenate(row_chunks), np.concatenate(label_chunks)
         self.vocab = torch.from_numpy(np.unique(labels))
         X = self._features(rows, labels, len(graphs))  # (N, K)
         with warnings.catch_warnings():  # "sparse CSR support is in beta"
@@ -388,7 +389,8 @@ class WLSubtreeRidge(nn.Module):
         rz = r @ z
         stop = self.cfg.tol**2 * (b @ b)
         self.cg_iterations = 0
-        for self.cg_iterations in range(1, self.cfg.max_iter + 1):
+        for iteration in range(1, self.cfg.max_iter + 1):
+            self.cg_iterations = iteration
             Ap = A(p)
             step = rz / (p @ Ap)
             w += step * p

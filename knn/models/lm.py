@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -77,7 +77,7 @@ class _TiedLM(nn.Module):
             # and Word Classifiers". The paper's Table 1 follows Press & Wolf.
             self.decoder.weight = self.embedding.weight
 
-    def encode(self, x: Tensor, state: object) -> tuple[Tensor, object]:
+    def encode(self, x: Tensor, state: Any) -> tuple[Tensor, Any]:
         raise NotImplementedError
 
     def forward(self, ids: Tensor, state: object = None) -> tuple[Tensor, object]:

@@ -46,7 +46,7 @@ import shutil
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch import Tensor
@@ -121,7 +121,7 @@ def string_kernel_recurrence_ref(
     outputs = []
     for t in range(T):
         u = proj[t]  # (B, K, d)
-        if gated:
+        if decay is None:  # gated
             g = u[:, lam_idx] + gate_bias[0]
             if weight_h is not None:
                 hh = h if h_mask is None else h * h_mask
@@ -139,7 +139,7 @@ def string_kernel_recurrence_ref(
             else:
                 inp = c[j - 1] + u[:, j]
             new_c.append(lam * c[j] + a * inp)
-        s = sum(new_c) if spec.output_sum else new_c[-1]
+        s = cast(Tensor, sum(new_c)) if spec.output_sum else new_c[-1]  # n >= 1 terms
         y = _act(s, spec.activation)
         if spec.highway:
             if h_mask is not None:
@@ -170,7 +170,7 @@ _CSRC = Path(__file__).with_name("csrc")
 _FUSED_DTYPES = (torch.float32, torch.float64)
 # Built modules, the reasons builds failed (one line) and the failed builds'
 # output (its tail), by device type ("cpu", "cuda"): each build is tried once per process.
-_fused_modules: dict[str, object] = {}
+_fused_modules: dict[str, Any] = {}  # torch.ops namespaces of the built libraries
 _fused_errors: dict[str, str] = {}
 _fused_logs: dict[str, str] = {}
 _LOG_TAIL_CHARS = 4000

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -35,11 +35,11 @@ from knn.tasks.base import ConstantBaseline, StepResult
 
 @dataclass
 class LMDataConfig:
-    mirror: Optional[str] = None  # None: $KNN_DATA_MIRROR, then the default search
-    cache_dir: Optional[str] = None
+    mirror: str | None = None  # None: $KNN_DATA_MIRROR, then the default search
+    cache_dir: str | None = None
     # A folder of ptb.{train,valid,test}.txt in the PTB format, used as they are
     # (no checksum) instead of the verified PTB; None: the real PTB.
-    dir: Optional[str] = None
+    dir: str | None = None
 
 
 @dataclass
@@ -49,8 +49,8 @@ class LMTaskConfig:
     bptt: int = 35
     eval_batch_size: int = 1
     # Cut epochs/evaluations short (smoke runs); None means the whole split.
-    limit_train_batches: Optional[int] = None
-    limit_eval_batches: Optional[int] = None
+    limit_train_batches: int | None = None
+    limit_eval_batches: int | None = None
     data: LMDataConfig = field(default_factory=LMDataConfig)
 
 

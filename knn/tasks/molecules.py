@@ -68,7 +68,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, ClassVar, List, Optional
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -113,19 +113,19 @@ ON_INVALID_KEY = "task.data.on_invalid"
 class MolDataConfig:
     """Where the molecules come from: ``task.data.*``."""
 
-    path: Optional[str] = None  # CSV with a header; None: the mirror's cep/cep-processed.csv
+    path: str | None = None  # CSV with a header; None: the mirror's cep/cep-processed.csv
     smiles_column: str = "smiles"
     target_column: str = "PCE"
     # Split, first that applies: a JSON file {"train": [rows], "valid": [...], "test": [...]}
     # of 0-based data rows; a column of train/valid/test; with path=None the mirror's
     # fixed CEP split; else a random split of the valid molecules by split_seed.
-    split: Optional[str] = None
-    split_column: Optional[str] = None
+    split: str | None = None
+    split_column: str | None = None
     split_seed: int = 0  # not the run's seed: other training seeds keep the same split
-    split_fractions: List[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
+    split_fractions: list[float] = field(default_factory=lambda: [0.8, 0.1, 0.1])
     on_invalid: str = "error"  # error | skip (skip writes exclusions.csv to the run directory)
-    mirror: Optional[str] = None  # None: $KNN_DATA_MIRROR, then the default search
-    cache_dir: Optional[str] = None  # featurized graphs are cached here (None: the data cache)
+    mirror: str | None = None  # None: $KNN_DATA_MIRROR, then the default search
+    cache_dir: str | None = None  # featurized graphs are cached here (None: the data cache)
 
     def __post_init__(self) -> None:
         if self.on_invalid not in ON_INVALID:
@@ -142,16 +142,16 @@ class MolTaskConfig:
     name: str = "cep"  # cep | mol_csv (same task; the name says which data defaults apply)
     batch_size: int = 20  # authors' -b 20
     eval_batch_size: int = 200  # evaluation only: any size gives the same metrics
-    samples_per_epoch: Optional[int] = 100_000  # molecules per epoch; None: the training set size
+    samples_per_epoch: int | None = 100_000  # molecules per epoch; None: the training set size
     resample: bool = True  # re-sample training targets toward rare values (authors)
     resample_bin: float = 0.05  # bucket width in target units (authors: 0.05)
-    resample_floor: Optional[float] = 0.0  # targets below it share the lowest bucket; None: no floor
+    resample_floor: float | None = 0.0  # targets below it share the lowest bucket; None: no floor
     standardize: bool = True  # regress (y - mean) / std of the training split
     featurizer: str = "authors"  # knn.featurize preset: authors (82/6) | duvenaud (62/6)
     # Cut runs short (smoke tests); None: everything.
-    limit_train_items: Optional[int] = None  # first N training molecules only
-    limit_train_batches: Optional[int] = None
-    limit_eval_batches: Optional[int] = None
+    limit_train_items: int | None = None  # first N training molecules only
+    limit_train_batches: int | None = None
+    limit_eval_batches: int | None = None
     data: MolDataConfig = field(default_factory=MolDataConfig)
 
     def __post_init__(self) -> None:
@@ -171,7 +171,8 @@ def build_regressor(model_cfg: Any, atom_dim: int, bond_dim: int) -> nn.Module:
 
     Raises :class:`~knn.errors.ConfigError` (one line) for an unknown name or a bad setting.
     """
-    values = asdict(model_cfg) if is_dataclass(model_cfg) else dict(model_cfg)
+    values = asdict(model_cfg) if is_dataclass(model_cfg) and not isinstance(model_cfg, type) \
+        else dict(model_cfg)
     name, graph_models = values.get("name"), models_of("graph")
     if name not in graph_models:
         raise ConfigError(f"model.name={name!r} is not a molecule model: {sorted(graph_models)}")
@@ -291,7 +292,8 @@ class MoleculeRegression:
             return load_split(split_file), f"file {split_file}"
         if d.split_column:
             return column_split(csv_path, d.split_column), f"column {d.split_column!r}"
-        parts = random_split(len(data), tuple(d.split_fractions), seed=d.split_seed)
+        fractions = cast("tuple[float, float, float]", tuple(d.split_fractions))  # 3: checked
+        parts = random_split(len(data), fractions, seed=d.split_seed)
         rows = {s: np.sort(data.rows.numpy()[parts[s]]) for s in SPLITS}
         return rows, f"random {d.split_fractions} of the valid rows, split_seed {d.split_seed}"
 
@@ -382,10 +384,11 @@ class MoleculeRegression:
         train = self.splits["train"]
         y = (train.targets.double() - self.mean) / self.std
         start = time.perf_counter()
-        if "graphs" in inspect.signature(model.fit).parameters:  # wl_kernel; mean takes targets only
-            model.fit(train.graphs, y)
+        fit = cast("Callable[..., Any]", model.fit)  # a closed-form model's fit
+        if "graphs" in inspect.signature(fit).parameters:  # wl_kernel; mean takes targets only
+            fit(train.graphs, y)
         else:
-            model.fit(y)
+            fit(y)
         self.fit_seconds = time.perf_counter() - start
         log.info("fitted %s on %d molecules in %.1f s", type(model).__name__, len(train),
                  self.fit_seconds)
@@ -401,7 +404,8 @@ class MoleculeRegression:
     def start_epoch(self, epoch: int) -> None:
         self._prev = None
         fitted = self.model is not None and is_fitted_model(self.model)
-        if epoch == 0 and fitted and dist.is_main():  # only rank 0 evaluates it
+        # only rank 0 evaluates it
+        if epoch == 0 and fitted and self.model is not None and dist.is_main():
             self.fit(self.model)
 
     def train_batch(self, epoch: int, index: int) -> tuple[BatchMolGraph, Tensor, float]:

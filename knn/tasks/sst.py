@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from pathlib import Path
+from typing import Any, ClassVar, cast
 
 import numpy as np
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -49,8 +48,8 @@ from knn.data.sst import (
     NUM_CLASSES,
     SST_FILES,
     Batch,
-    Example,
     EncodedExamples,
+    Example,
     bucket_batches,
     collate,
     encode_examples,
@@ -75,20 +74,20 @@ EVAL_SPLITS = {"valid": "dev", "test": "test"}
 
 @dataclass
 class SSTDataConfig:
-    mirror: Optional[str] = None  # None: $KNN_DATA_MIRROR, then the default search
-    cache_dir: Optional[str] = None
+    mirror: str | None = None  # None: $KNN_DATA_MIRROR, then the default search
+    cache_dir: str | None = None
 
 
 @dataclass
 class SSTVectorsConfig:
     """Word vectors: a GloVe/word2vec text file (plain, .gz or .zip), read once, cut to SST."""
 
-    path: Optional[str] = None  # None: DEFAULT_VECTORS (sha256-checked); else a file path
-    member: Optional[str] = None  # which file of a .zip holding several
+    path: str | None = None  # None: DEFAULT_VECTORS (sha256-checked); else a file path
+    member: str | None = None  # which file of a .zip holding several
     oov: str = "unk"  # unk | zero | random (knn.data.vectors)
     normalize: bool = True  # unit L2 length, as the paper
     shared: str = "keep"  # keep | split: words sharing one vector (knn.data.vectors)
-    cased: Optional[bool] = None  # None: detected; uncased files are also searched lowercased
+    cased: bool | None = None  # None: detected; uncased files are also searched lowercased
 
     def __post_init__(self) -> None:
         if self.oov not in OOV_POLICIES:
@@ -106,10 +105,10 @@ class SSTTaskConfig:
     lowercase: bool = False
     batch_size: int = 32
     eval_batch_size: int = 256  # speed only: predictions do not depend on it
-    out_max_norm: Optional[float] = None  # max L2 norm of each class's output weights
+    out_max_norm: float | None = None  # max L2 norm of each class's output weights
     # Cut epochs/evaluations short (smoke runs); None means the whole split.
-    limit_train_batches: Optional[int] = None
-    limit_eval_batches: Optional[int] = None
+    limit_train_batches: int | None = None
+    limit_eval_batches: int | None = None
     data: SSTDataConfig = field(default_factory=SSTDataConfig)
     vectors: SSTVectorsConfig = field(default_factory=SSTVectorsConfig)
 
@@ -240,7 +239,7 @@ class SentimentClassification:
     def after_step(self, model: nn.Module) -> None:
         """Kim's max-norm: rescale each class's output weight row to norm <= out_max_norm."""
         if self.cfg.out_max_norm is not None:
-            w = model.out.weight  # (C, F): one row per class
+            w = cast(nn.Linear, model.out).weight  # (C, F): one row per class
             w.copy_(torch.renorm(w, p=2, dim=0, maxnorm=self.cfg.out_max_norm))
 
     def train_metrics(self, mean_loss: float) -> dict[str, float]:

@@ -22,17 +22,17 @@ import shlex
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
 
 from knn.io import write_json, write_text
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
-from knn.ops import usage
 from knn.ops import linear as linear_ops
+from knn.ops import usage
 from knn.ops.linear import linear, onednn_enabled
 from knn.ops.recurrence import fused_available
 from knn.train.provenance import provenance

@@ -59,8 +59,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from knn.tools import compare, results
 from knn.paths import REPO_ROOT
+from knn.tools import compare, results
 
 #: Table 3's rows, top to bottom (variant names of conf/experiment/cep/), then ours.
 ORDER = ("mean", "wl_kernel", "emf", "nfp", "elbp", "wln", "gated_wln", "wln_tuned")

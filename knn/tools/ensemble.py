@@ -27,8 +27,9 @@ import json
 import math
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, cast
 
 import torch
 
@@ -56,7 +57,7 @@ def read_members(run_dirs: Sequence[str | Path]) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             raise ConfigError(f"{d}: no readable {RESULT} (not a finished training run)") from None
         missing = [k for k in MEMBER_KEYS if k not in run]
-        task_cls = TASKS.get(run.get("task"))
+        task_cls = TASKS.get(run.get("task", ""))
         if missing or task_cls is None or not issubclass(task_cls, MoleculeRegression):
             raise ConfigError(f"{d}: not a molecule regression training run ("
                               + (f"no {', '.join(missing)}" if missing else f"task {run['task']!r}")
@@ -119,7 +120,7 @@ def result(runs: list[dict[str, Any]], evaluated: dict[str, Any], command: str) 
     rates = [((r.get("extra") or {}).get("throughput") or {}).get("molecules_per_second")
              for r in runs]
     throughput = None if not all(rates) else {
-        "molecules_per_second": 1.0 / sum(1.0 / rate for rate in rates),
+        "molecules_per_second": 1.0 / sum(1.0 / cast(float, rate) for rate in rates),
         "rule": "1 / sum over members of 1 / (member's training molecules/s)"}
     seeds = [r.get("seed") for r in runs]
     return {

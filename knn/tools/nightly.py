@@ -53,7 +53,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -142,6 +142,7 @@ def run_training(check: Check, out: Path, seed: int) -> tuple[float | None, floa
         lines = proc.stderr.strip().splitlines() or ["(no message)"]
         return None, None, f"exit {proc.returncode}: {lines[-1][:200]}"
     result = json.loads((run_dir / "result.json").read_text())
+    assert check.metric is not None  # a training check (load_checks)
     split, key = check.metric.split(".", 1)
     baseline = (result.get("health") or {}).get("constant_baseline")
     return float(result["metrics"][split][key]), baseline, ""
@@ -174,7 +175,8 @@ def judge(check: Check, value: float | None, why: str, baseline: float | None = 
         worse_edge = lo if check.higher_is_better else hi
         if _better(check, worse_edge, value):
             return "FAIL", f"slower than the band's edge {worse_edge:.4g}"
-        ratio = value / check.expected if check.higher_is_better else check.expected / value
+        expected = cast(float, check.expected)  # recorded with the band
+        ratio = value / expected if check.higher_is_better else expected / value
         return "pass", f"suspicious: {ratio:.2f}x the expected speed" if ratio > SUSPICIOUS else ""
     if value < lo or value > hi:
         return "FAIL", f"outside [{lo:.4g}, {hi:.4g}]"
@@ -199,7 +201,8 @@ def _measure(check: Check, out: Path, seed: int, rep: int,
 
 def run_checks(checks: list[Check], out: Path) -> list[Outcome]:
     """Run every check once, with its first seed, and judge it against its band."""
-    outcomes, bench_cache = [], {}
+    outcomes: list[Outcome] = []
+    bench_cache: dict[int, Any] = {}
     for check in checks:
         t0 = time.monotonic()
         value, baseline, why, run_dir = _measure(check, out, check.seeds[0], 0, bench_cache)
@@ -213,7 +216,8 @@ def run_checks(checks: list[Check], out: Path) -> list[Outcome]:
 def record_checks(checks: list[Check], out: Path) -> dict[str, dict[str, Any]]:
     """Measure every check with each of its seeds; per check its values, mean, band,
     baseline, and a problem (a failed run, or a band too close to the baseline) or ''."""
-    measured, bench_cache = {}, {}
+    measured: dict[str, dict[str, Any]] = {}
+    bench_cache: dict[int, Any] = {}
     for check in checks:
         values, baselines, problem = [], [], ""
         for rep, seed in enumerate(check.seeds):
@@ -250,7 +254,8 @@ def markdown(outcomes: list[Outcome], command: str) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         c = o.check
-        what = c.metric or f"bench {c.bench['variant']} {c.bench['shape']} {c.bench['field']}"
+        what = c.metric if c.bench is None else \
+            f"bench {c.bench['variant']} {c.bench['shape']} {c.bench['field']}"
         band = "-" if c.band is None else f"{c.band[0]:.4g} - {c.band[1]:.4g}"
         value = "-" if o.value is None else f"{o.value:.4g}"
         expected = "-" if c.expected is None else f"{c.expected:.4g}"

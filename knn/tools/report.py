@@ -33,16 +33,27 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
-from knn.tools import cep_table, sst_table
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
-from knn.tools.results import (RESULTS_ROOT, aggregate, collect, collect_failed, epochs,
-                               fmt_metric, markdown, pm, protocol, run_key)
 from knn.paths import CONF_DIR, REPO_ROOT, pinned_versions
 from knn.tasks.sst import DEFAULT_VECTORS
+from knn.tools import cep_table, sst_table
+from knn.tools.results import (
+    RESULTS_ROOT,
+    aggregate,
+    collect,
+    collect_failed,
+    epochs,
+    fmt_metric,
+    markdown,
+    pm,
+    protocol,
+    run_key,
+)
 from knn.train import segments
 from knn.train.config import experiment_names
 
@@ -119,7 +130,7 @@ def experiments() -> list[Experiment]:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for name in experiment_names():
             cfg = compose(config_name="train", overrides=[f"experiment={name}"])
-            plain = OmegaConf.to_container(cfg, resolve=True)
+            plain = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))
             found.append(Experiment(name, plain["task"]["name"], plain["variant"],
                                     plain.get("paper") or {}, plain))
     return found
@@ -204,7 +215,7 @@ def section_rows(section: Section, exps: list[Experiment], runs: list[dict[str, 
     rank = {v: i for i, v in enumerate(section.order)}
     chosen = sorted((e for e in exps if e.task == section.task and section.accepts(e)),
                     key=lambda e: (rank.get(e.variant, len(rank)), e.variant))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for e in chosen:
         key = (e.task, e.variant)
         n_failed = sum((f.get("task"), f.get("variant")) == key for f in failed)

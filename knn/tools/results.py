@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import shlex
 import json
+import shlex
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from knn.io import write_json, write_text
 

@@ -96,7 +96,7 @@ def ordering(rows: dict[str, dict[str, Any]], granularity: str) -> dict[str, Any
         means = [gated["test_mean"], other["test_mean"]]
         stds = [gated["test_std"], other["test_std"]]
         checks.append({"baseline": model, "holds": means[0] > means[1],
-                       "within_spread": results.within_spread(*means, stds),
+                       "within_spread": results.within_spread(means[0], means[1], stds),
                        "means": means, "stds": stds, "n_runs": [gated["n_runs"], other["n_runs"]]})
     seeds = {m: (rows.get(f"{m}_{granularity}") or {}).get("n_runs", 0)
              for m in (GATED, *BASELINES)}

@@ -30,21 +30,22 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from hydra import compose, initialize_config_dir
 from torch.profiler import ProfilerActivity, profile
 from torch.utils.flop_counter import FlopCounterMode
 
-from knn.tools.bench import output_path
 from knn.io import write_json
 from knn.models import count_params
 from knn.ops import usage
 from knn.ops.linear import linear
 from knn.ops.recurrence import fused_available
 from knn.paths import CONF_DIR
+from knn.tools.bench import output_path
 from knn.train.config import resolve_config
 from knn.train.loop import Trainer
 from knn.train.protocol import experiment_of
@@ -89,7 +90,7 @@ def where_time_goes(step: Callable[[], None], steps: int, top: int = 12) -> list
             step()
     us = {e.key: e.self_cpu_time_total + e.self_device_time_total for e in prof.key_averages()}
     total = sum(us.values())
-    ranked = sorted((k for k in us if us[k] > 0), key=us.get, reverse=True)
+    ranked = sorted((k for k in us if us[k] > 0), key=us.__getitem__, reverse=True)
     return [{"op": k, "ms_per_step": round(us[k] / 1e3 / steps, 2), "share": round(us[k] / total, 3)}
             for k in ranked[:top]]
 

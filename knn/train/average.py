@@ -19,8 +19,9 @@ statistics) are used as they are.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -40,7 +41,7 @@ class WeightAverage:
         self.decay = decay
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.names = [n for n, _ in named]
-        self.params = [p for _, p in named]
+        self.params: list[torch.Tensor] = [p for _, p in named]
         self.shadow = [p.detach().clone() for p in self.params]  # θ̄_0 = θ_0
         self.updates = 0
 

@@ -10,8 +10,9 @@ line, from Hydra's compose API in a test, or from a plain dict.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
@@ -38,28 +39,28 @@ class TrainConfig:
     momentum: float = 0.0
     # adadelta's decay of its squared averages; None: torch's 0.9 (Kim 2014: 0.95). Null,
     # not 0.9, so that runs of older code, which had no such key, compare as unchanged.
-    rho: Optional[float] = None
+    rho: float | None = None
     # Plain SGD at this rate for the model's trained input embeddings, the rest by
     # `optimizer` (Tai et al. 2015); None: one optimizer for every parameter.
-    embedding_lr: Optional[float] = None
+    embedding_lr: float | None = None
     weight_decay: float = 0.0  # L2 penalty, applied by the optimizer
     schedule: str = "decay_after"  # constant | decay_after | exponential (see knn.train.optim)
     lr_decay: float = 1.0
     lr_decay_epoch: int = 10
-    clip: Optional[float] = 5.0  # max global gradient norm; None: no clipping
+    clip: float | None = 5.0  # max global gradient norm; None: no clipping
     max_epochs: int = 50
-    max_steps: Optional[int] = None
-    max_minutes: Optional[float] = None  # wall-clock budget for training
-    patience: Optional[int] = None  # stop after this many epochs without improvement
+    max_steps: int | None = None
+    max_minutes: float | None = None  # wall-clock budget for training
+    patience: int | None = None  # stop after this many epochs without improvement
     resume: bool = False  # continue from <run_dir>/last.pt
-    checkpoint_every: Optional[int] = None  # also write last.pt every N steps inside an epoch
+    checkpoint_every: int | None = None  # also write last.pt every N steps inside an epoch
     # Validate, select and test an exponential moving average of the weights with this
     # decay (knn.train.average); None: the weights as trained.
-    ema_decay: Optional[float] = None
+    ema_decay: float | None = None
     # torch's deterministic kernels, for GPU runs; CPU runs of one seed and thread count are
     # bit-identical without it (knn.featurize.graph). An op without one warns (knn.train.rng).
     deterministic: bool = False
-    progress: Optional[bool] = None  # tqdm bars; None: only when stderr is a terminal
+    progress: bool | None = None  # tqdm bars; None: only when stderr is a terminal
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -79,14 +80,14 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    threads: Optional[int] = None  # torch intra-op threads; None: torch's default
+    threads: int | None = None  # torch intra-op threads; None: torch's default
     keep_freed_memory: bool = True  # CPU runs: glibc reuses freed memory (knn.train.memory)
     variant: str = "default"  # experiment name, recorded in result.json
-    paper: Optional[Dict[str, Any]] = None  # the paper's number this run targets
-    run_dir: Optional[str] = None  # where checkpoints and results go; None: cwd
+    paper: dict[str, Any] | None = None  # the paper's number this run targets
+    run_dir: str | None = None  # where checkpoints and results go; None: cwd
     # Keys such as "model.depth" that a task or model without that field drops instead of
     # failing on, so that one preset (debug=smoke) can size every model.
-    optional_keys: List[str] = field(default_factory=list)
+    optional_keys: list[str] = field(default_factory=list)
 
 
 def _typed(schema: type, node: Any, where: str) -> DictConfig:
@@ -98,7 +99,7 @@ def _typed(schema: type, node: Any, where: str) -> DictConfig:
         key = ".".join(k for k in (where, str(getattr(e, "full_key", "") or "")) if k)
         raise ConfigError(f"config error: {msg}" + (f" (key: {key})" if key else "")) from None
     OmegaConf.set_struct(merged, True)
-    return merged
+    return cast(DictConfig, merged)  # merged onto a structured (dict) schema
 
 
 def _drop_absent(node: DictConfig, schema: type, part: str, optional: list[str]) -> DictConfig:
@@ -116,7 +117,7 @@ def resolve_config(cfg: Any) -> DictConfig:
     wrong types, or unknown task/model names.
     """
     node = cfg if isinstance(cfg, DictConfig) else OmegaConf.create(cfg)
-    node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    node = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(node, resolve=True)))
     task_name = OmegaConf.select(node, "task.name")
     if task_name not in TASKS:
         raise ConfigError(f"task.name={task_name!r}: expected one of {sorted(TASKS)}")
@@ -161,4 +162,4 @@ def reference_config(experiment: str | None, groups: Sequence[str] = ()) -> dict
     else:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="train", overrides=overrides)
-    return OmegaConf.to_container(resolve_config(cfg), resolve=True)
+    return cast("dict[str, Any]", OmegaConf.to_container(resolve_config(cfg), resolve=True))

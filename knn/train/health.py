@@ -44,8 +44,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from knn import dist
 from knn.tasks.base import ConstantBaseline

@@ -19,10 +19,10 @@ import os
 import shlex
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any, cast
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -138,7 +138,7 @@ class Trainer:
         self.average = (None if self.t.ema_decay is None
                         else WeightAverage(self.model, self.t.ema_decay))
         self.after_step = getattr(self.task, "after_step", None)  # optional task.after_step(model)
-        self.plain_cfg = OmegaConf.to_container(cfg, resolve=True)
+        self.plain_cfg = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))
         self.p = Progress()
         self.segments: list[dict[str, Any]] = []  # where each stretch trained (knn.train.segments)
         if self.t.resume:
@@ -190,7 +190,7 @@ class Trainer:
         ids = [self.device] if self.device.type == "cuda" else None
         # torch < 2.13 has no forward_sync_buffers; its default copies the buffers at
         # every forward instead, which gives the same values.
-        once = {"forward_sync_buffers": False} if _DDP_SYNCS_BUFFERS_ONCE else {}
+        once: dict[str, Any] = {"forward_sync_buffers": False} if _DDP_SYNCS_BUFFERS_ONCE else {}
         return DistributedDataParallel(self.model, device_ids=ids, **once)
 
     def _limit_reached(self) -> str | None:
@@ -293,7 +293,7 @@ class Trainer:
                  "" if full else " (partial)", lr, _fmt(record["train"]), _fmt(valid),
                  "  *" if improved else "")
 
-    def _evaluation_weights(self) -> ContextManager[None]:
+    def _evaluation_weights(self) -> AbstractContextManager[None]:
         """θ̄ in the model's parameters for the block when averaging, else nothing changes."""
         return self.average.applied() if self.average is not None else nullcontext()
 
@@ -336,7 +336,8 @@ class Trainer:
         dist.barrier()  # rank 0 has finished writing best.pt
         with self._evaluation_weights():
             last = {split: self._evaluate(split) for split in ("valid", "test")}
-        selected = nullcontext()  # best.pt holds the selected weights (θ̄ when averaging)
+        # best.pt holds the selected weights (θ̄ when averaging)
+        selected: AbstractContextManager[None] = nullcontext()
         if self.best_path.exists():
             best = ckpt.load(self.best_path, map_location=self.device)
             self.model.load_state_dict(best["model"])

@@ -6,7 +6,7 @@ the epoch; the state dict is kept anyway so checkpoints say what ran.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -78,7 +78,8 @@ class FusedAdam(torch.optim.Adam):
             steps = [s["step"] for s in states]
             torch._foreach_add_(steps, 1)
             beta1, beta2 = group["betas"]
-            torch._fused_adam_(params, [p.grad for p in params], [s["exp_avg"] for s in states],
+            grads = [cast(torch.Tensor, p.grad) for p in params]  # each has one (_lean_groups)
+            torch._fused_adam_(params, grads, [s["exp_avg"] for s in states],
                                [s["exp_avg_sq"] for s in states], [], steps, amsgrad=False,
                                lr=group["lr"], beta1=beta1, beta2=beta2,
                                weight_decay=group["weight_decay"], eps=group["eps"],
@@ -139,7 +140,7 @@ def build_optimizer(model: nn.Module, cfg: Any) -> torch.optim.Optimizer | Optim
     With ``cfg.embedding_lr`` set, the model's trained input embeddings
     (``model.embedding``'s parameters) are updated by plain SGD at that rate, without
     weight decay, and everything else by ``cfg.optimizer`` (:class:`Optimizers`)."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    params: list[torch.Tensor] = [p for p in model.parameters() if p.requires_grad]
     if not params:  # a model fitted in closed form (e.g. the WL-kernel ridge): never stepped
         params = [torch.zeros(0, requires_grad=True)]
     embedding = getattr(model, "embedding", None)
@@ -177,7 +178,7 @@ def lr_at(epoch: int, lr: float, schedule: str, decay: float, decay_epoch: int) 
 class EpochSchedule:
     """Sets the optimizer's learning rate at the start of each epoch."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, cfg: Any) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer | Optimizers, cfg: Any) -> None:
         self.optimizer = optimizer
         self.base_lr = cfg.lr
         # Each group's configured rate, read before a checkpoint's (decayed) rates load.

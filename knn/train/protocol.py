@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: Keys (and the subtrees below them) that cannot change a number: where the run
 #: runs, with how many threads, where it reads and writes files, its names,
@@ -102,7 +103,7 @@ def upgrade(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with its model keys under today's names (:data:`RENAMED_MODEL_KEYS`); a
     config that already uses them comes back equal. Pure: the input is not changed."""
     model = dict(config.get("model") or {})
-    for old, new in RENAMED_MODEL_KEYS.get(model.get("name"), {}).items():
+    for old, new in RENAMED_MODEL_KEYS.get(model.get("name", ""), {}).items():
         if old in model:
             value = model.pop(old)
             *parents, leaf = new.split(".")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -54,7 +54,9 @@ def set_deterministic(enabled: bool) -> None:
 def get_rng_state() -> dict[str, Any]:
     """All generator states as tensors, ints and lists."""
     version, mt, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    # The legacy tuple (legacy=True is the default); numpy's stubs pick the dict overload.
+    legacy = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state())
+    name, keys, pos, has_gauss, cached = legacy
     state: dict[str, Any] = {
         "python": {"version": version, "state": list(mt), "gauss": gauss},
         "numpy": {

@@ -21,7 +21,8 @@ Pure functions over plain dicts (no torch), so the report and the migrations use
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: The fields naming where a segment ran; consecutive segments equal on them are one place.
 PLACE = ("device", "torch_version", "cpu_model")
@@ -138,7 +139,7 @@ def departure(segments: list[dict[str, Any]], pinned_torch: str | None) -> str |
         notes.append(f"trained in {len(merged)} places (see where it ran)")
     if any(p["hardware"] == "not recorded" for p in merged):
         notes.append("where part of it trained was not recorded")
-    versions = sorted({base_version(p["torch_version"]) for p in merged} - {None})
+    versions = sorted({v for p in merged if (v := base_version(p["torch_version"])) is not None})
     off = [v for v in versions if pinned_torch is not None and v != pinned_torch]
     if off:
         notes.append(f"torch {', '.join(off)}, not the pinned {pinned_torch}")

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor, nn
 
 from knn.layers import string_kernel_pooled as pooled
+from knn.ops import usage
 from knn.ops.dropout import scaled_mask
 from knn.ops.linear import linear
 from knn.ops.recurrence import ACTIVATIONS, RecurrenceSpec, string_kernel_recurrence
@@ -101,6 +102,8 @@ class StringKernelLayer(nn.Module):
     def __init__(self, d_in: int, d_hidden: int, cfg: StringKernelConfig) -> None:
         super().__init__()
         self.d_in, self.d, self.cfg = d_in, d_hidden, cfg
+        # whether forward_pooled's node computes every field of cfg (its declaration)
+        self.pooled_node_supported = pooled.supports(cfg)
         gated = cfg.decay.startswith("gated")
         self.spec = RecurrenceSpec(
             n=cfg.n,
@@ -176,8 +179,10 @@ class StringKernelLayer(nn.Module):
         the zero state (in_mask: a caller's dropout mask, or None), z (B, d) its mean over
         each column's real steps. On the fused CPU path one autograd node
         (:mod:`knn.layers.string_kernel_pooled`), with the same numbers bit for bit."""
-        if not pooled.fused_applies(x):
+        if not (self.pooled_node_supported and pooled.fused_applies(x)):
+            usage.record("pooled_reference")
             return pooled.pooled_layer_ref(self, x, mask, in_mask)
+        usage.record("pooled_node")
         x_mask, h_mask = self.variational_masks(x, x.shape[1])
         return pooled.pooled_layer(x, in_mask, x_mask, self.weight, self.weight_h, self.decay(),
                                    self.decay_bias, self.highway_bias, h_mask, mask, self.spec,

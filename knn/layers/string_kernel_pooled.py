@@ -31,6 +31,9 @@ It runs where the fused CPU scan does (CPU, float32/float64, the op built); else
 """
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -54,9 +57,31 @@ def pooled_layer_ref(layer, x: Tensor, mask: Tensor, in_mask: Tensor | None) -> 
     return h, masked_mean(h, mask)
 
 
+#: What the node computes, per field of the layer's ``StringKernelConfig``: the values it
+#: supports, or None for every value the config accepts (the node gets them through
+#: ``RecurrenceSpec``, the masks and the highway flag). A config with a field not named
+#: here, one added after the node was written, makes the node stand aside and the
+#: reference run, until the node computes the field and it is declared here; a test fails
+#: while a field is undeclared (tests/layers/test_string_kernel_pooled.py).
+NODE_SUPPORTS: dict[str, tuple[Any, ...] | None] = {
+    "n": None, "mapping": None, "normalized": None, "output": None, "activation": None,
+    "decay": None, "decay_value": None, "highway": None, "rnn_dropout": None,
+}
+
+
+def supports(cfg: Any, declared: dict[str, tuple[Any, ...] | None] = NODE_SUPPORTS) -> bool:
+    """Whether every field of the dataclass ``cfg`` is ``declared`` with its value allowed."""
+    values = {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+    return values.keys() <= declared.keys() and all(
+        declared[name] is None or value in declared[name]  # type: ignore[operator]  # None checked
+        for name, value in values.items())
+
+
 def fused_applies(x: Tensor) -> bool:
     """Whether :func:`pooled_layer` runs for inputs like ``x`` (else: the reference); the
-    dispatch point of the pooled node (the SST classifier asks it too).
+    dispatch point of the pooled node (the SST classifier asks it too), for a layer whose
+    config the node supports (:func:`supports`, decided once when the layer is built:
+    ``StringKernelLayer.pooled_node_supported``).
 
     Support set: CPU, float32/float64, the fused CPU ops built. Under ``torch.compile``
     (``torch.compiler.is_compiling()``) it is False: the node's C++ autograd function

@@ -49,7 +49,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 from knn.layers.string_kernel_pooled import fused_applies as pooled_layer_applies
-from knn.layers.string_kernel_pooled import masked_mean, products_on_onednn
+from knn.layers.string_kernel_pooled import masked_mean, products_on_onednn, supports
+from knn.ops import usage
 from knn.ops.dropout import Dropout, dropout_mask
 from knn.ops.recurrence import op_flags
 
@@ -61,6 +62,17 @@ def _sst_kernel() -> StringKernelConfig:
     """The authors' SST layers: n = 2, h = relu(c_1 + c_2), gated decay, no highway,
     rnn dropout 0.2 (their fine-grained setting; 0.1 for binary)."""
     return StringKernelConfig(n=2, output="sum", activation="relu", highway=False, rnn_dropout=0.2)
+
+
+#: What the classifier's fused path computes, per field of :class:`KernelClassifierConfig`:
+#: the values it supports, or None for every value the config accepts (``kernel``: the
+#: pooled node's own declaration decides, per layer; ``init`` only draws the initial
+#: weights). A field not named here makes :meth:`KernelClassifier._fuses` choose the
+#: module, and a test fails until it is declared (tests/models/test_classifier_fused.py).
+NODE_SUPPORTS: dict[str, tuple[object, ...] | None] = {
+    "name": None, "n_classes": None, "hidden": None, "depth": None, "dropout": None,
+    "pooling": ("mean",), "kernel": None, "init": None,
+}
 
 
 @dataclass
@@ -171,6 +183,9 @@ class KernelClassifier(nn.Module):
         """``vectors``: fixed (V, d_in) table (zeros of that shape before loading a checkpoint)."""
         super().__init__()
         self.cfg = cfg
+        # the config's part of _fuses, decided once: the config does not change
+        self.node_supported = supports(cfg, NODE_SUPPORTS) and all(
+            supports(cfg.layer_kernel(i)) for i in range(cfg.depth))
         self.embedding = _FixedEmbedding(vectors)
         d_in = vectors.shape[1]
         self.layers = nn.ModuleList(
@@ -194,8 +209,12 @@ class KernelClassifier(nn.Module):
         nn.init.uniform_(self.out.weight, -bound, bound)
 
     def _fuses(self, h: Tensor) -> bool:
-        """Whether the next layer runs as :meth:`StringKernelLayer.forward_pooled` (one node)."""
-        return (self.cfg.pooling == "mean" and 0.0 <= self.drop.p < 1.0 and h.is_contiguous()
+        """Whether the layers run as :meth:`StringKernelLayer.forward_pooled` (one node each)
+        and the training loss as :meth:`fused_nll_sum`: the classifier's dispatch point.
+        Support set: a config within :data:`NODE_SUPPORTS` and its layers' within the
+        pooled node's (:func:`knn.layers.string_kernel_pooled.supports`), dropout in
+        [0, 1), contiguous inputs, and where the pooled node runs."""
+        return (self.node_supported and 0.0 <= self.drop.p < 1.0 and h.is_contiguous()
                 and pooled_layer_applies(h))
 
     def features(self, tokens: Tensor, mask: Tensor) -> Tensor:
@@ -227,7 +246,9 @@ class KernelClassifier(nn.Module):
         """
         if (self.training and torch.is_grad_enabled() and torch.get_num_threads() > 1
                 and self._fuses(self.embedding.weight)):
+            usage.record("classifier_loss_node")
             return self.fused_nll_sum(tokens, mask, labels)
+        usage.record("classifier_module_loss")
         return F.cross_entropy(self(tokens, mask), labels, reduction="sum")
 
     def fused_nll_sum(self, tokens: Tensor, mask: Tensor, labels: Tensor) -> Tensor:

@@ -1,9 +1,10 @@
 """Which implementation the dispatching ops actually ran, for a run's provenance.
 
-:func:`knn.ops.recurrence.string_kernel_recurrence`, :func:`knn.ops.linear.linear`
-and :func:`knn.ops.dropout.bernoulli` each pick their implementation per call
-(the fused op or the PyTorch reference; oneDNN or ``F.linear``; our sampler or
-torch's ``bernoulli_``). A build that fails falls back silently apart from one
+:func:`knn.ops.recurrence.string_kernel_recurrence`, :func:`knn.ops.linear.linear`,
+:func:`knn.ops.dropout.bernoulli`, the pooled layer node and the SST classifier's loss
+node each pick their implementation per call (the fused op or the PyTorch reference;
+oneDNN or ``F.linear``; our sampler or torch's ``bernoulli_``; a C++ node or the
+module's composition). A build that fails falls back silently apart from one
 warning, so every result records what really ran: :func:`ops_report` gives,
 per op, ``True`` (the fast path ran at least once), ``False`` (only the
 fallback ran) or ``None`` (the op was never called, e.g. an LSTM has no
@@ -26,6 +27,9 @@ OPS = {
     "fused_scan": ("fused_scan", "reference_scan"),
     "onednn": ("onednn", "aten_linear"),
     "fused_bernoulli": ("fused_bernoulli", "torch_bernoulli"),
+    # the SST classifier's C++ nodes (knn.layers.string_kernel_pooled, knn.models.classifier)
+    "pooled_node": ("pooled_node", "pooled_reference"),
+    "classifier_loss_node": ("classifier_loss_node", "classifier_module_loss"),
 }
 
 

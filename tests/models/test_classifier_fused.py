@@ -9,13 +9,14 @@ generator state, so with the same dropout masks.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 
 import pytest
 import torch
 from torch.nn import functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from knn.layers.string_kernel import StringKernelConfig
 from knn.models.classifier import KernelClassifier, KernelClassifierConfig
 from knn.ops import usage
 
@@ -182,3 +183,62 @@ def test_wrong_argument_counts_are_one_clear_error():
     with pytest.raises(RuntimeError, match="2 layers need 11 params"):
         torch.ops.knn_sk_cpu.classifier_nll([w], tokens, mask, labels, model.embedding.weight,
                                             [], [0] * 14, False)
+
+
+@dataclass
+class _ClassifierWithANewField(KernelClassifierConfig):
+    """A config that gained a field the fused path does not know (say, an output bias)."""
+
+    output_bias: bool = True
+
+
+@dataclass
+class _KernelWithANewField(StringKernelConfig):
+    norm_between_layers: bool = True
+
+
+def test_every_config_field_is_declared_by_the_fused_path() -> None:
+    """A new field of either config fails here until the nodes compute it and declare it."""
+    from knn.layers import string_kernel_pooled as pooled
+    from knn.models import classifier
+
+    assert {f.name for f in fields(KernelClassifierConfig)} == set(classifier.NODE_SUPPORTS)
+    assert {f.name for f in fields(StringKernelConfig)} == set(pooled.NODE_SUPPORTS)
+
+
+@pytest.mark.parametrize("new", ["classifier", "kernel"])
+def test_an_undeclared_field_runs_the_module(new, threads, monkeypatch) -> None:
+    """With two threads the fused loss node would run; an undeclared field makes the
+    classifier take the module (and each layer its reference) instead."""
+    threads(2)
+    model, tokens, mask, labels = model_and_batch({}, torch.float32)
+    cfg = model.cfg
+    if new == "classifier":
+        cfg = _ClassifierWithANewField(**{f.name: getattr(cfg, f.name) for f in fields(cfg)})
+    else:
+        kernel = _KernelWithANewField(**{f.name: getattr(cfg.kernel, f.name) for f in fields(cfg.kernel)})
+        cfg = replace(cfg, kernel=kernel)
+    torch.manual_seed(0)
+    changed = KernelClassifier(cfg, model.embedding.weight.detach().clone()).train()
+    assert model.node_supported and not changed.node_supported
+    monkeypatch.setattr(KernelClassifier, "fused_nll_sum",
+                        lambda *a: pytest.fail("the fused loss node ran for an undeclared field"))
+    loss = changed.nll_sum(tokens, mask, labels)
+    assert type(loss.grad_fn).__name__ == "NllLossBackward0"  # the module's loss
+    if new == "kernel":
+        assert not any(layer.pooled_node_supported for layer in changed.layers)
+
+
+def test_ops_record_which_sst_path_trained(threads) -> None:
+    """result.json's ops say whether the C++ nodes or the module trained (knn.ops.usage)."""
+    model, tokens, mask, labels = model_and_batch({}, torch.float32)
+    threads(2)
+    usage.reset()
+    model.nll_sum(tokens, mask, labels)
+    report = usage.ops_report()
+    assert report["classifier_loss_node"] is True and report["pooled_node"] is None
+    threads(1)
+    usage.reset()
+    model.nll_sum(tokens, mask, labels)  # one thread: the module, each layer as one node
+    report = usage.ops_report()
+    assert report["classifier_loss_node"] is False and report["pooled_node"] is True

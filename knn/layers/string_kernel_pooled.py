@@ -83,7 +83,8 @@ def fused_applies(x: Tensor) -> bool:
     config the node supports (:func:`supports`, decided once when the layer is built:
     ``StringKernelLayer.pooled_node_supported``).
 
-    Support set: CPU, float32/float64, the fused CPU ops built. Under ``torch.compile``
+    Support set: CPU, float32/float64, the fused CPU scan and the SST nodes' library built
+    (:data:`knn.ops.recurrence.PARTS`: "cpu_sst"). Under ``torch.compile``
     (``torch.compiler.is_compiling()``) it is False: the node's C++ autograd function
     cannot be traced, so the compiled graph has :func:`pooled_layer_ref`, whose scan is
     still the fused one (:func:`knn.ops.recurrence.string_kernel_recurrence`) and whose
@@ -91,7 +92,7 @@ def fused_applies(x: Tensor) -> bool:
     if torch.compiler.is_compiling():
         return False
     return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and \
-        recurrence.fused_available("cpu")
+        recurrence.fused_available("cpu_sst")
 
 
 def products_on_onednn(x: Tensor, weight: Tensor) -> bool:
@@ -110,7 +111,7 @@ def pooled_layer(x: Tensor, in_mask: Tensor | None, x_mask: Tensor | None, weigh
                  spec: recurrence.RecurrenceSpec, carry_is_input: bool) -> tuple[Tensor, Tensor]:
     """:func:`pooled_layer_ref` as one autograd node, given the layer's tensors and its drawn
     masks (:meth:`knn.layers.string_kernel.StringKernelLayer.forward_pooled` passes them)."""
-    mod = recurrence.fused_module("cpu")
+    mod = recurrence.fused_module("cpu_sst")
     onednn = products_on_onednn(x, weight)
     h, z = mod.pooled(x, in_mask, x_mask, weight, weight_h, decay, decay_bias, highway_bias,
                       h_mask, mask, *recurrence.op_flags(spec), carry_is_input, onednn)

@@ -168,8 +168,16 @@ def string_kernel_recurrence_ref(
 _ACT_CODE = {name: i for i, name in enumerate(ACTIVATIONS)}
 _CSRC = Path(__file__).with_name("csrc")
 _FUSED_DTYPES = (torch.float32, torch.float64)
+#: The fused libraries, each built on its own so that one's failure leaves the others
+#: working: "cpu" (the scan and the Bernoulli sampler), "cuda" (the scan) and "cpu_sst"
+#: (the SST classifier's pooled layer node and loss node, which call the "cpu" scan
+#: through the dispatcher, so they need it built too).
+PARTS = ("cpu", "cuda", "cpu_sst")
+#: The C++ sources of each CPU library (knn/ops/csrc/).
+_CPU_SOURCES = {"cpu": ("string_kernel_cpu.cpp", "bernoulli_cpu.cpp"),
+                "cpu_sst": ("string_kernel_pooled_cpu.cpp", "classifier_cpu.cpp")}
 # Built modules, the reasons builds failed (one line) and the failed builds'
-# output (its tail), by device type ("cpu", "cuda"): each build is tried once per process.
+# output (its tail), by part (PARTS): each build is tried once per process.
 _fused_modules: dict[str, Any] = {}  # torch.ops namespaces of the built libraries
 _fused_errors: dict[str, str] = {}
 _fused_logs: dict[str, str] = {}
@@ -199,11 +207,12 @@ def _sources_digest() -> str:
 
 
 def _build(device_type: str):
-    """Compile (or reuse from cpp_extension's cache) the op for a device type; return its ops.
+    """Compile (or reuse from cpp_extension's cache) the library of a part (:data:`PARTS`);
+    return its ops.
 
     The ops register through TORCH_LIBRARY (``torch.ops.knn_sk_cpu`` /
-    ``torch.ops.knn_sk_cuda``) rather than as a Python module, so no Python
-    headers are needed to build them.
+    ``torch.ops.knn_sk_cuda``; the "cpu_sst" library adds its ops to ``knn_sk_cpu`` as a
+    fragment) rather than as a Python module, so no Python headers are needed to build them.
     """
     from torch.utils import cpp_extension
 
@@ -221,13 +230,11 @@ def _build(device_type: str):
     isa, isa_flags = _isa()
     cpp_extension.load(
         # The ISA is part of the name so a cached build never runs on a CPU without it.
-        name=f"knn_string_kernel_cpu_{isa}_{digest}",
-        # One library for the CPU ops: the scan, the pooled layer node of
-        # knn.layers.string_kernel_pooled, the SST classifier's loss node of
-        # knn.models.classifier, and the Bernoulli sampler of knn.ops.dropout.
-        sources=[str(_CSRC / f) for f in
-                 ("string_kernel_cpu.cpp", "string_kernel_pooled_cpu.cpp", "classifier_cpu.cpp",
-                  "bernoulli_cpu.cpp")],
+        name=f"knn_{'sk_core' if device_type == 'cpu' else 'sk_sst'}_cpu_{isa}_{digest}",
+        # "cpu": the scan and the Bernoulli sampler of knn.ops.dropout; "cpu_sst": the
+        # pooled layer node of knn.layers.string_kernel_pooled and the SST classifier's
+        # loss node of knn.models.classifier.
+        sources=[str(_CSRC / f) for f in _CPU_SOURCES[device_type]],
         # -ffast-math lets gcc vectorize (exp through glibc's libmvec, declared in the
         # source); compile-only, so the process-wide flush-to-zero of crtfastmath.o is
         # never linked in.
@@ -267,12 +274,22 @@ def _load_fused(device_type: str = "cpu"):
 
 
 def fused_available(device_type: str = "cpu") -> bool:
-    """True when the fused op for ``device_type`` ("cpu" or "cuda") is built (building it if needed)."""
-    if os.environ.get("KNN_FUSED", "1") == "0" or device_type not in ("cpu", "cuda"):
+    """True when the fused library of ``device_type`` (a part of :data:`PARTS`: "cpu",
+    "cuda" or "cpu_sst") is built (building it if needed); "cpu_sst" also needs "cpu"."""
+    if os.environ.get("KNN_FUSED", "1") == "0" or device_type not in PARTS:
         return False
     if device_type == "cuda" and not torch.cuda.is_available():
         return False
+    if device_type == "cpu_sst" and not fused_available("cpu"):
+        return False
     return _load_fused(device_type) is not None
+
+
+def fused_parts() -> dict[str, bool]:
+    """Each part whose build was tried in this process: whether it is built (result.json's
+    ``ops`` records it beside the build errors)."""
+    return {part: part in _fused_modules for part in PARTS
+            if part in _fused_modules or part in _fused_errors}
 
 
 def fused_module(device_type: str = "cpu") -> Any:
@@ -331,7 +348,7 @@ def fused_status(device_type: str = "cpu") -> FusedStatus:
     """
     if os.environ.get("KNN_FUSED", "1") == "0":
         return FusedStatus("off", "KNN_FUSED=0")
-    if device_type not in ("cpu", "cuda"):
+    if device_type not in PARTS:
         return FusedStatus("no_device", f"no fused op for device type {device_type!r}")
     if device_type == "cuda" and not torch.cuda.is_available():
         return FusedStatus("no_device", "CUDA is not available")

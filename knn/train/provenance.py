@@ -68,9 +68,11 @@ def machine() -> dict[str, Any]:
 
 def ops() -> dict[str, Any]:
     """Which implementation each dispatching op ran in this process
-    (:func:`knn.ops.usage.ops_report`), and why a fused build failed, by device type
+    (:func:`knn.ops.usage.ops_report`), which fused libraries were built (``fused_built``,
+    per part tried: :data:`knn.ops.recurrence.PARTS`), and why a build failed
     (``fused_build_errors``, empty when none failed or none was tried)."""
-    return {**usage.ops_report(), "fused_build_errors": recurrence.fused_build_errors()}
+    return {**usage.ops_report(), "fused_built": recurrence.fused_parts(),
+            "fused_build_errors": recurrence.fused_build_errors()}
 
 
 def provenance(command: str, commit: str | None = None) -> dict[str, Any]:

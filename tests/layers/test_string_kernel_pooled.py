@@ -6,11 +6,12 @@ from knn.layers import string_kernel_pooled as pooled
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
 from knn.models.classifier import KernelClassifier, KernelClassifierConfig
 from knn.ops import linear as linear_ops
-from knn.ops import recurrence
 from knn.ops.dropout import dropout_mask
 
-pytestmark = pytest.mark.skipif(not recurrence.fused_available("cpu"),
-                                reason="the fused CPU scan is not built here")
+@pytest.fixture(autouse=True)
+def _fused(require_fused) -> None:
+    """Runs only where the pooled node is built; fails where its build failed (conftest)."""
+    require_fused("cpu_sst")
 
 CONFIGS = {
     # the SST classifier's layer (Table 2, gated λ)

@@ -36,7 +36,7 @@ KERNELS = {
 
 @pytest.fixture(autouse=True)
 def _fused(require_fused) -> None:
-    require_fused("cpu")
+    require_fused("cpu_sst")
 
 
 @pytest.fixture

@@ -358,3 +358,33 @@ def test_broken_compiler_fails_the_suite_and_knn_fused_0_skips(tmp_path):
     out = off.stdout + off.stderr
     assert off.returncode == 0, out[-3000:]
     assert "fused cpu op not run here: off (KNN_FUSED=0)" in out and "ERROR" not in out
+
+
+def test_a_failed_sst_build_leaves_the_scan_and_the_sampler_working(monkeypatch, require_fused):
+    """The SST nodes are a library of their own: its failure turns the pooled node off (the
+    layers' reference runs), not the scan or the dropout sampler, and ops say which built."""
+    require_fused("cpu")
+    from torch.utils import cpp_extension
+
+    from knn.layers import string_kernel_pooled as pooled
+    from knn.ops import dropout
+    from knn.train.provenance import ops
+
+    load = cpp_extension.load
+
+    def sst_broken(**kwargs):
+        if "sk_sst" in kwargs["name"]:
+            raise RuntimeError("classifier_cpu.cpp:1:1: error: boom")
+        return load(**kwargs)
+
+    monkeypatch.setattr(cpp_extension, "load", sst_broken)
+    monkeypatch.setattr(R, "_fused_modules", {})
+    monkeypatch.setattr(R, "_fused_errors", {})
+    x = torch.randn(3, 2, 4)
+    with pytest.warns(RuntimeWarning, match=r"\(cpu_sst\) unavailable .*error: boom"):
+        assert not pooled.fused_applies(x)
+    assert R.fused_available("cpu") and dropout._sampler_applies(x)
+    assert R.fused_status("cpu_sst") == ("failed", "RuntimeError: classifier_cpu.cpp:1:1: error: boom")
+    recorded = ops()
+    assert recorded["fused_built"] == {"cpu": True, "cpu_sst": False}
+    assert "boom" in recorded["fused_build_errors"]["cpu_sst"]

@@ -46,6 +46,7 @@ def test_cli_reads_trainer_and_peer_results(tmp_path: Path, capsys) -> None:
     [c] = data["comparisons"]
     assert c["verdict"] == "ahead" and c["a"]["n"] == 2 and c["b"]["values"] == [0.67]
     assert "ours 0.5100 ± 0.0141 (n=2; best 0.5000) against peer 0.6700 (n=1)" in capsys.readouterr().out
+    assert data["where"] == [["not recorded"], ["not recorded"]]  # the fakes record no device
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "nowhere")]) == 1
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
                          "--metric", "test_mae"]) == 1  # a one-line error, no traceback

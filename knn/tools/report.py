@@ -41,7 +41,7 @@ from typing import Any, cast
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
 from knn.paths import CONF_DIR, REPO_ROOT, pinned_versions
 from knn.tasks.sst import DEFAULT_VECTORS
-from knn.tools import cep_table, sst_table
+from knn.tools import cep_table, judge, sst_table
 from knn.tools.results import (
     RESULTS_ROOT,
     aggregate,
@@ -78,6 +78,9 @@ COLUMNS = ("Protocol: `full` means the experiment file ran unchanged, not that i
            "and provenance its runs lack, separated by ·; \"none known\" is not a claim of equality. Where it "
            "ran: the hardware and torch version of each part of the runs (`segments` in "
            "result.json).")
+#: Tasks whose tables are judged by a tool of their own (knn.tools.sst_table, cep_table);
+#: the others by knn.tools.judge, from their experiment files alone.
+OWN_JUDGES = ("sst", "cep")
 #: Rows in the paper's order (variant names); configs not listed follow, sorted.
 TABLE1_ORDER = ("const_5m", "learned_5m", "gated_5m", "lstm_5m",
                 "gated_20m", "gated_vd_20m", "gated_vd_4layer_20m", "lstm_20m")
@@ -499,6 +502,8 @@ def build(roots: list[Path], bench_path: Path | None, out: Path, command: str) -
             lines += [f"![Figure 2 comparison]({FIG2_PNG})", "",
                       "Grey: the paper's number where its text gives one (Figure 2 itself is a "
                       "bar chart without numbers); colours: ours, best of n, per protocol.", ""]
+        if section.task not in OWN_JUDGES:
+            lines += judge.markdown(rows)
         if section.task == "cep":
             lines += cep_notes(runs)
         if section.task == "sst" and (sst := [r for r in runs if r["task"] == "sst"]):
@@ -542,6 +547,8 @@ def headline(roots: list[Path], readme_dir: Path) -> list[str]:
         if rows:
             lines += [line.replace("## ", "#### ", 1) if line.startswith("## ") else line
                       for line in table_markdown(section, rows, readme_dir)]
+        if rows and section.task not in OWN_JUDGES:
+            lines += judge.markdown(rows)
         if rows and section.task == "cep":  # the stated comparison with chemprop, judged
             cep_rows = cep_table.table([r for r in runs if r["task"] == "cep"])
             reference = cep_table.reference_lines(cep_rows, cep_table.chemprop_reference())

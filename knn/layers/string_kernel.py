@@ -184,9 +184,13 @@ class StringKernelLayer(nn.Module):
             return pooled.pooled_layer_ref(self, x, mask, in_mask)
         usage.record("pooled_node")
         x_mask, h_mask = self.variational_masks(x, x.shape[1])
-        return pooled.pooled_layer(x, in_mask, x_mask, self.weight, self.weight_h, self.decay(),
-                                   self.decay_bias, self.highway_bias, h_mask, mask, self.spec,
-                                   carry_is_input=self.cfg.highway and not self.carry_projected)
+        return pooled.pooled_layer(x, in_mask, x_mask, self.node_layer(), h_mask, mask)
+
+    def node_layer(self) -> pooled.NodeLayer:
+        """This layer as the C++ pooled and loss nodes read it."""
+        return pooled.NodeLayer(self.weight, self.weight_h, self.decay(), self.decay_bias,
+                                self.highway_bias, self.spec,
+                                carry_is_input=self.cfg.highway and not self.carry_projected)
 
     def forward(
         self, x: Tensor, state: KernelState | None = None, mask: Tensor | None = None

@@ -32,7 +32,7 @@ It runs where the fused CPU scan does (CPU, float32/float64, the op built); else
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -105,14 +105,39 @@ def products_on_onednn(x: Tensor, weight: Tensor) -> bool:
     return onednn
 
 
-def pooled_layer(x: Tensor, in_mask: Tensor | None, x_mask: Tensor | None, weight: Tensor,
-                 weight_h: Tensor | None, decay: Tensor | None, decay_bias: Tensor | None,
-                 highway_bias: Tensor | None, h_mask: Tensor | None, mask: Tensor,
-                 spec: recurrence.RecurrenceSpec, carry_is_input: bool) -> tuple[Tensor, Tensor]:
-    """:func:`pooled_layer_ref` as one autograd node, given the layer's tensors and its drawn
-    masks (:meth:`knn.layers.string_kernel.StringKernelLayer.forward_pooled` passes them)."""
+class NodeLayer(NamedTuple):
+    """One layer as the C++ nodes read it (``PooledParams`` and ``PooledFlags`` of
+    ``csrc/pooled_layer.h``), built by :meth:`StringKernelLayer.node_layer`: the node's one
+    description of a layer, so its argument order is written down once, here.
+
+    ``params``: W (K·d, d_in), U (d, d) or None, the decay (λ or the gate's weights) or
+    None, the decay gate's bias or None, the highway gate's bias or None, in this order.
+    ``flags``: :func:`knn.ops.recurrence.op_flags` of the layer's ``RecurrenceSpec``, then
+    whether the highway carries the layer's input x̃ itself (no projection of it)."""
+
+    weight: Tensor
+    weight_h: Tensor | None
+    decay: Tensor | None
+    decay_bias: Tensor | None
+    highway_bias: Tensor | None
+    spec: recurrence.RecurrenceSpec
+    carry_is_input: bool
+
+    def params(self) -> list[Tensor | None]:
+        return [self.weight, self.weight_h, self.decay, self.decay_bias, self.highway_bias]
+
+    def flags(self) -> list:
+        return [*recurrence.op_flags(self.spec), self.carry_is_input]
+
+
+def pooled_layer(x: Tensor, in_mask: Tensor | None, x_mask: Tensor | None, layer: NodeLayer,
+                 h_mask: Tensor | None, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`pooled_layer_ref` as one autograd node, given the layer's description and its
+    drawn masks (:meth:`knn.layers.string_kernel.StringKernelLayer.forward_pooled` passes
+    them)."""
     mod = recurrence.fused_module("cpu_sst")
-    onednn = products_on_onednn(x, weight)
-    h, z = mod.pooled(x, in_mask, x_mask, weight, weight_h, decay, decay_bias, highway_bias,
-                      h_mask, mask, *recurrence.op_flags(spec), carry_is_input, onednn)
+    onednn = products_on_onednn(x, layer.weight)
+    w, w_h, decay, decay_bias, highway_bias = layer.params()
+    h, z = mod.pooled(x, in_mask, x_mask, w, w_h, decay, decay_bias, highway_bias,
+                      h_mask, mask, *layer.flags(), onednn)
     return h, z

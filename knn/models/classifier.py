@@ -52,7 +52,6 @@ from knn.layers.string_kernel_pooled import fused_applies as pooled_layer_applie
 from knn.layers.string_kernel_pooled import masked_mean, products_on_onednn, supports
 from knn.ops import usage
 from knn.ops.dropout import Dropout, dropout_mask
-from knn.ops.recurrence import op_flags
 
 POOLINGS = ("mean", "last")
 INITS = ("authors",)  # besides None: this library's default
@@ -263,11 +262,11 @@ class KernelClassifier(nn.Module):
         p, empty = self.drop.p, like.new_empty(0)  # absent tensors reach the op as 0 elements
         params, masks, flags = [], [], []
         for layer in cast("Iterable[StringKernelLayer]", self.layers):
-            params += [layer.weight, layer.weight_h, layer.decay(), layer.decay_bias,
-                       layer.highway_bias]
+            node = layer.node_layer()  # the nodes' description of the layer, in their order
+            params += node.params()
             masks += [dropout_mask(like, p, self.training, shape=(T, B, layer.d_in)),
                       *layer.variational_masks(like, B)]
-            flags += [*op_flags(layer.spec), layer.cfg.highway and not layer.carry_projected]
+            flags += node.flags()
         params.append(self.out.weight)
         masks.append(dropout_mask(like, p, self.training, shape=(B, self.out.in_features)))
         return torch.ops.knn_sk_cpu.classifier_nll(

@@ -9,6 +9,10 @@ trained; this script writes that as ``segments``, each marked ``"recorded": fals
 the log lines it comes from. Metrics, configs and every other field stay as they are.
 Rerunning writes the same files.
 
+``--run-dir`` fills, in a run still training, the unrecorded first segment of a checkpoint
+written before segments were kept (the Table 1 20m rows started so) from the segment after
+it, when its ``PAUSED_AT.txt`` shows the run did not move in between.
+
 * ``const_5m``: epochs 0-32 and 210 batches of epoch 33 on an H100 in a lent device call
   (torch 2.11.0+cu130, the image's), cut at the call's budget, then resumed from that
   checkpoint on 2 AMD EPYC cores at one thread (torch 2.13.0+cpu). Training seconds of
@@ -69,10 +73,44 @@ def segments_of(variant: str, result: dict[str, Any]) -> list[dict[str, Any]]:
     raise ValueError(f"no log reading for {variant}")
 
 
+def fill_first_from_next(run_dir: Path, started: str, commit: str, dry_run: bool) -> int:
+    """A run started before segments were kept and resumed after: its ``last.pt`` holds an
+    unrecorded first segment. When the runner's log shows it was not moved in between
+    (``PAUSED_AT.txt``: one working session on one machine), that segment ran where the
+    next one did: copy the next one's place into it, marked ``"recorded": false``."""
+    from knn.train import checkpoint
+
+    path = run_dir / checkpoint.LAST
+    state = checkpoint.load(path)
+    segs = state.get("segments") or []
+    if len(segs) < 2 or segs[0].get("recorded") is not False or segs[0].get("device") is not None:
+        print(f"{path}: no unrecorded first segment to fill")
+        return 1
+    place = {k: segs[1].get(k) for k in ("device", "torch_version", "cpu_model", "logical_cores",
+                                         "torch_threads", "processes")}
+    segs[0].update(place, git_commit=commit, started=started,
+                   migrated_from=f"{run_dir.name}/PAUSED_AT.txt: started {started} at "
+                                 f"{commit[:7]}, stopped and resumed on the same machine")
+    print(f"{path}: first segment (steps {segs[0]['start']['step']}-{segs[0]['end']['step']}) "
+          f"filled from the next: {place['device']}, {place['cpu_model']}")
+    if not dry_run:
+        checkpoint.save(state, path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    parser.add_argument("--run-dir", type=Path,
+                        help="instead: fill a running run's unrecorded first segment (last.pt) "
+                             "from the next one; needs --started and --commit")
+    parser.add_argument("--started", help="with --run-dir: the first start, ISO UTC")
+    parser.add_argument("--commit", help="with --run-dir: the commit of the first start")
     args = parser.parse_args(argv)
+    if args.run_dir is not None:
+        if not (args.started and args.commit):
+            parser.error("--run-dir needs --started and --commit")
+        return fill_first_from_next(args.run_dir, args.started, args.commit, args.dry_run)
     for variant in ("const_5m", "learned_5m", "lstm_5m", "gated_5m"):
         path = ROOT / variant / "result.json"
         result = json.loads(path.read_text())

@@ -292,4 +292,5 @@ def test_chemprop_reference_is_the_mean_over_its_seeds(tmp_path: Path) -> None:
     ref = chemprop_reference(tmp_path)
     assert ref["seeds"] == [0, 1, 2] and ref["n_runs"] == 3
     assert ref["test_rmse"] == pytest.approx(0.94) and ref["test_rmse_std"] == pytest.approx(0.04)
-    assert ref["test_rmse_values"] == [0.90, 0.94, 0.98] and ref["molecules_per_second"] == 320.0
+    assert ref["test_rmse_values"] == [0.90, 0.94, 0.98]
+    assert ref["molecules_per_second"] == 300.0  # seed 0's, on the CPU its machine names

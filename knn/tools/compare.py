@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from knn.tools import results
+
 
 def metric_of(result: dict[str, Any], name: str) -> float:
     """``test_rmse`` of a trainer's result (``metrics.test.rmse``) or of a peer's (top level)."""
@@ -56,10 +58,10 @@ def verdict(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> str
     diff = a["mean"] - b["mean"]
     better = diff > 0 if higher_is_better else diff < 0
     word = "level" if diff == 0 else "ahead" if better else "behind"
-    stds = [s for s in (a["std"], b["std"]) if s is not None]
-    if not stds:
+    within = results.within_spread(a["mean"], b["mean"], [a["std"], b["std"]])
+    if within is None:
         return f"{word} (one run each, no spread measured)"
-    return "within the spread" if abs(diff) <= max(stds) else word
+    return "within the spread" if within else word
 
 
 def fmt(side: dict[str, Any], digits: int) -> str:
@@ -90,10 +92,8 @@ def collect(folders: list[str]) -> list[tuple[str, dict[str, Any]]]:
 def where(result: dict[str, Any]) -> str:
     """Where a run trained: a trainer's segments (:mod:`knn.train.segments`), or a peer's
     recorded CPU and torch."""
-    from knn.train import segments  # here: the module is light, but keeps this one standalone
-
     if "metrics" in result:
-        return segments.where(segments.of(result))
+        return results.where(result)
     cpu = (result.get("machine") or {}).get("cpu_model")
     torch_version = result.get("torch_version")
     return ", ".join(x for x in (f"CPU ({cpu})" if cpu else None,

@@ -41,7 +41,7 @@ from typing import Any, cast
 from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
 from knn.paths import CONF_DIR, REPO_ROOT, pinned_versions
 from knn.tasks.sst import DEFAULT_VECTORS
-from knn.tools import cep_table, judge, sst_table
+from knn.tools import cep_table, compare, judge, results, sst_table
 from knn.tools.results import (
     RESULTS_ROOT,
     aggregate,
@@ -201,7 +201,7 @@ def departures(e: Experiment, runs: list[dict[str, Any]]) -> list[str]:
 def where_ran(runs: list[dict[str, Any]]) -> str:
     """Where a row's runs trained (:func:`knn.train.segments.where`), once when they agree,
     else per seed."""
-    places = {r["seed"]: segments.where(segments.of(r)) for r in runs}
+    places = {r["seed"]: results.where(r) for r in runs}
     if len(set(places.values())) == 1:
         return next(iter(places.values()))
     return "; ".join(f"seed {seed}: {where}" for seed, where in sorted(places.items()))
@@ -311,16 +311,13 @@ def chemprop_cells(out: Path) -> list[list[str]]:
     if ref is None:
         return []
     protocol = f"peer ({ref['origin']}): its defaults, {ref.get('epochs', '?')} epochs, the same split"
-    machine = ref.get("machine") or {}
-    where = ", ".join(x for x in (f"CPU ({machine['cpu_model']})" if machine.get("cpu_model") else None,
-                                  f"torch {ref['torch_version']}" if ref.get("torch_version") else None) if x)
     path = REPO_ROOT / ref["file"]
     folder = str(path if path.is_dir() else path.parent)
     values = ref.get("test_rmse_values") or [ref["test_rmse"]]
     spread = pm("rmse", ref["test_rmse"], ref.get("test_rmse_std")) if len(values) > 1 else "-"
     return [[f"{ref['name']} (not in the paper)", "-", "-", f"{min(values):.4f}", spread,
              str(len(values)), f"{ref['params']:,}", "-", protocol, CEP_SUBSET,
-             where or "not recorded", _link([folder], out)]]
+             compare.where(ref), _link([folder], out)]]
 
 
 def cep_notes(runs: list[dict[str, Any]]) -> list[str]:

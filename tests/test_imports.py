@@ -197,7 +197,7 @@ def upward_imports(graph: Mapping[str, Iterable[str]],
 
 
 # --------------------------------------------------------------------------- #
-# The checker, on small made-up cases (including the cycles of issue #17)
+# The checker, on small made-up cases (including import cycles)
 # --------------------------------------------------------------------------- #
 
 

@@ -1,6 +1,6 @@
 """Same seed, same command, same numbers: every task's smoke run, twice, bit for bit.
 
-Issue #22: three CPU runs of one ``task=mol_csv`` command with seed 0 gave test
+Once, three CPU runs of one ``task=mol_csv`` command with seed 0 gave test
 RMSE 0.689 / 0.663 / 0.671; the graph layers' gradient (a multi-threaded
 scatter-add) summed in thread order. Each case here trains twice in this
 process with ``threads=2`` and compares ``result.json``'s metrics and every

@@ -1,4 +1,4 @@
-"""One-off migration (issue #16): top-level provenance keys for the GPU evidence bundles.
+"""One-off migration: top-level provenance keys for the GPU evidence bundles.
 
     python experiments/migrations/provenance_gpu_bundles.py
 

@@ -1,4 +1,4 @@
-"""One-off migration (issue #18): name the vector file of SST runs made before runs recorded it.
+"""One-off migration: name the vector file of SST runs made before runs recorded it.
 
     python experiments/migrations/record_sst_vectors.py [ROOT]   # default: experiments/
 

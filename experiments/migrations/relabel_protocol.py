@@ -1,4 +1,4 @@
-"""One-off migration (issue #16): derived protocol labels and provenance keys for committed JSONs.
+"""One-off migration: derived protocol labels and provenance keys for committed JSONs.
 
     python experiments/migrations/relabel_protocol.py [PATH ...] [--dry-run]
 

@@ -36,12 +36,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from knn.data.mirror import GLOVE_6B_SST, SPACY_STAND_IN
-from knn.paths import CONF_DIR, REPO_ROOT, pinned_versions
-from knn.tasks.sst import DEFAULT_VECTORS
-from knn.tools import cep_table, compare, judge, results, sst_table
+from knn.paths import REPO_ROOT
+from knn.tools import cep_table, compare, judge, sst_table
 from knn.tools.results import (
     RESULTS_ROOT,
     aggregate,
@@ -54,19 +52,18 @@ from knn.tools.results import (
     protocol,
     run_key,
 )
-from knn.train import segments
-from knn.train.config import experiment_names
+from knn.tools.rows import (  # noqa: F401  (GLOVE_6B_SST, SST_VECTORS: the names a report uses)
+    CEP_SUBSET,
+    GLOVE_6B_SST,
+    SST_VECTORS,
+    Experiment,
+    experiments,
+    table_rows,
+)
 
 BENCH = "experiments/bench/layers.json"
 REPORT = "experiments/report"
 FIG2_PNG, BENCH_PNG = "fig2_decay_variants.png", "bench_ratios.png"
-
-#: How a report names the vectors an SST run used (``result["extra"]["vectors"]["file"]``).
-SST_VECTORS = {
-    GLOVE_6B_SST: "GloVe 6B 50d uncased vectors (paper: 840B 300d cased)",
-    SPACY_STAND_IN: "spaCy en_core_web_md stand-in vectors (superseded; paper: GloVe 840B 300d)",
-}
-CEP_SUBSET = "public CEP subset (29,978 molecules), not the paper's 2.3M"
 
 #: What the protocol, departures and where-it-ran columns mean (report and README).
 COLUMNS = ("Protocol: `full` means the experiment file ran unchanged, not that it matches the "
@@ -78,27 +75,10 @@ COLUMNS = ("Protocol: `full` means the experiment file ran unchanged, not that i
            "and provenance its runs lack, separated by ·; \"none known\" is not a claim of equality. Where it "
            "ran: the hardware and torch version of each part of the runs (`segments` in "
            "result.json).")
-#: Tasks whose tables are judged by a tool of their own (knn.tools.sst_table, cep_table);
-#: the others by knn.tools.judge, from their experiment files alone.
-OWN_JUDGES = ("sst", "cep")
 #: Rows in the paper's order (variant names); configs not listed follow, sorted.
 TABLE1_ORDER = ("const_5m", "learned_5m", "gated_5m", "lstm_5m",
                 "gated_20m", "gated_vd_20m", "gated_vd_4layer_20m", "lstm_20m")
 FIG2_ORDER = ("fig2_cnn", "fig2_const", "fig2_learned", "fig2_gated_x", "fig2_gated_xh", "lstm_5m")
-TABLE2_ORDER = ("kim_cnn_fine", "kim_cnn_kim2014_fine", "bilstm_fine", "bilstm_tai2015_fine",
-                "const_fine", "gated_fine", "kim_cnn_binary", "kim_cnn_kim2014_binary",
-                "bilstm_binary", "bilstm_tai2015_binary", "const_binary", "gated_binary")
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """One experiment config: its name, task, variant, ``paper:`` field and whole config."""
-
-    name: str
-    task: str
-    variant: str
-    paper: dict[str, Any]
-    config: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -117,128 +97,17 @@ SECTIONS = (
             lambda e: e.paper.get("table") != "Figure 2"),
     Section("Figure 2 (PTB, 5m parameters): test perplexity per decay variant", "ptb", FIG2_ORDER,
             lambda e: e.variant in FIG2_ORDER or e.paper.get("table") == "Figure 2", figure2=True),
-    Section("Table 2 (SST): test accuracy (%), higher is better", "sst", TABLE2_ORDER,
+    Section("Table 2 (SST): test accuracy (%), higher is better", "sst", sst_table.ORDER,
             lambda e: True),
     Section("Table 3 (CEP): test RMSE (PCE units), lower is better", "cep", cep_table.ORDER,
             lambda e: True),
 )
 
 
-def experiments() -> list[Experiment]:
-    """Every experiment config, composed as ``python -m knn.train experiment=<name>`` would."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    found = []
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        for name in experiment_names():
-            cfg = compose(config_name="train", overrides=[f"experiment={name}"])
-            plain = cast("dict[str, Any]", OmegaConf.to_container(cfg, resolve=True))
-            found.append(Experiment(name, plain["task"]["name"], plain["variant"],
-                                    plain.get("paper") or {}, plain))
-    return found
-
-
-def substitution(task: str, config: dict[str, Any], vectors: str | None = None) -> str | None:
-    """What a run (or config) uses in place of the paper's data or vectors; None: nothing.
-
-    ``vectors``: the SST vector file a run recorded using (else read from ``config``,
-    whose null path means today's default)."""
-    task_cfg = config.get("task") or {}
-    if task == "sst":
-        used = vectors or (task_cfg.get("vectors") or {}).get("path") or DEFAULT_VECTORS
-        return SST_VECTORS.get(used, f"vectors from {Path(used).name} (paper: GloVe 840B 300d)")
-    if task == "cep":
-        path = (task_cfg.get("data") or {}).get("path")
-        return CEP_SUBSET if path is None else f"data from {Path(path).name}"
-    return None
-
-
-def protocol_cell(run: dict[str, Any]) -> str:
-    """The run's protocol label (:mod:`knn.train.protocol`: whether the experiment file ran
-    unchanged); a trained CEP run also says how it drew its training molecules, which
-    ``full`` alone does not (:func:`knn.tools.cep_table.draws`: ``cep/wln`` draws 100,000 an
-    epoch re-sampled, ``cep/wln_tuned`` 24,000 uniformly)."""
-    drawn = cep_table.draws(run) if run["task"] == "cep" else "-"
-    parts = [protocol(run), None if drawn in ("-", "not recorded") else f"draws per epoch: {drawn}"]
-    return "; ".join(p for p in parts if p)
-
-
-def run_substitution(run: dict[str, Any]) -> str | None:
-    """:func:`substitution` of a run, with the SST vector file it recorded using."""
-    vectors = ((run.get("extra") or {}).get("vectors") or {}).get("file")
-    return substitution(run["task"], run.get("config") or {}, vectors)
-
-
-def label(run: dict[str, Any]) -> str:
-    """What makes runs of one experiment one row: the protocol cell and the substitution."""
-    return "; ".join(p for p in (protocol_cell(run), run_substitution(run)) if p)
-
-
-def provenance_gaps(runs: list[dict[str, Any]]) -> str | None:
-    """``machine, ops not recorded (2 of 3 runs)`` when runs lack those provenance keys."""
-    gaps = {k: sum(not r.get(k) for r in runs) for k in ("machine", "ops")}
-    missing = [k for k, n in gaps.items() if n]
-    if not missing:
-        return None
-    n = max(gaps.values())
-    return f"{', '.join(missing)} not recorded ({n} of {len(runs)} run{'s' * (len(runs) > 1)})"
-
-
-def departures(e: Experiment, runs: list[dict[str, Any]]) -> list[str]:
-    """Every known departure of a row from the paper, one short line each: the data or
-    vectors substituted, those its experiment file declares (``paper.departures``), where
-    its runs trained when that was not one machine with the pinned torch
-    (:func:`knn.train.segments.departure`), and provenance its runs lack."""
-    pinned = pinned_versions().get("torch")
-    found = [run_substitution(r) for r in runs]  # the data or vectors first: the largest
-    found += e.paper.get("departures") or []
-    found += [segments.departure(segments.of(r), pinned) for r in runs]
-    found.append(provenance_gaps(runs))
-    return list(dict.fromkeys(d for d in found if d))  # first-seen order, once each
-
-
-def where_ran(runs: list[dict[str, Any]]) -> str:
-    """Where a row's runs trained (:func:`knn.train.segments.where`), once when they agree,
-    else per seed."""
-    places = {r["seed"]: results.where(r) for r in runs}
-    if len(set(places.values())) == 1:
-        return next(iter(places.values()))
-    return "; ".join(f"seed {seed}: {where}" for seed, where in sorted(places.items()))
-
-
 def section_rows(section: Section, exps: list[Experiment], runs: list[dict[str, Any]],
                  failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (experiment, label) with runs, one per experiment without.
-
-    A row: ``experiment``, ``group`` (the :func:`knn.tools.results.aggregate` group, or None),
-    ``label`` (:func:`label`, the grouping key), ``protocol`` (:func:`protocol_cell`), ``departures`` (:func:`departures`), ``where``
-    (:func:`where_ran`) and ``failed`` (how many of the experiment's runs failed).
-    """
-    rank = {v: i for i, v in enumerate(section.order)}
-    chosen = sorted((e for e in exps if e.task == section.task and section.accepts(e)),
-                    key=lambda e: (rank.get(e.variant, len(rank)), e.variant))
-    rows: list[dict[str, Any]] = []
-    for e in chosen:
-        key = (e.task, e.variant)
-        n_failed = sum((f.get("task"), f.get("variant")) == key for f in failed)
-        by_label: dict[str, list[dict[str, Any]]] = {}
-        for r in runs:
-            if (r["task"], r["variant"]) == key:
-                by_label.setdefault(label(r), []).append(r)
-        if not by_label:
-            declared = list(e.paper.get("departures") or [])
-            rows.append({"experiment": e, "group": None, "failed": n_failed, "label": "-",
-                         "protocol": "-",
-                         "departures": [d for d in [substitution(e.task, e.config)] if d] + declared,
-                         "where": "-"})
-        for lab in sorted(by_label):
-            members = by_label[lab]
-            [group] = aggregate(members)
-            rows.append({"experiment": e, "group": group, "failed": n_failed, "label": lab,
-                         "protocol": protocol_cell(members[0]),
-                         "departures": departures(e, members), "where": where_ran(members)})
-    return rows
+    """The section's rows (:func:`knn.tools.rows.table_rows`), in its order."""
+    return table_rows(section.task, exps, runs, failed, section.accepts, section.order)
 
 
 def _size(n: int | None) -> str:
@@ -320,16 +189,11 @@ def chemprop_cells(out: Path) -> list[list[str]]:
              compare.where(ref), _link([folder], out)]]
 
 
-def cep_notes(runs: list[dict[str, Any]]) -> list[str]:
-    """Below Table 3: the paper's ordering as :mod:`knn.tools.cep_table` judges it (on the
-    mean test RMSE over seeds, within each protocol), chemprop's reference with its
-    target judged on the same rows, and the note on the data."""
-    lines = []
-    rows = cep_table.table([r for r in runs if r["task"] == "cep"])
-    if rows:
-        lines += cep_table.ordering_lines(cep_table.ordering(rows)) + [""]
-    reference = cep_table.reference_lines(rows, cep_table.chemprop_reference())
-    return lines + (reference + [""] if reference else []) + [cep_table.PAPER_NOTE, ""]
+def cep_notes() -> list[str]:
+    """Below Table 3: chemprop's reference (its target is judged with the others) and the
+    note on the data."""
+    reference = cep_table.reference_lines(cep_table.chemprop_reference())
+    return (reference + [""] if reference else []) + [cep_table.PAPER_NOTE, ""]
 
 
 def _pyplot() -> Any:
@@ -499,12 +363,11 @@ def build(roots: list[Path], bench_path: Path | None, out: Path, command: str) -
             lines += [f"![Figure 2 comparison]({FIG2_PNG})", "",
                       "Grey: the paper's number where its text gives one (Figure 2 itself is a "
                       "bar chart without numbers); colours: ours, best of n, per protocol.", ""]
-        if section.task not in OWN_JUDGES:
-            lines += judge.markdown(rows)
+        lines += judge.markdown(rows)
         if section.task == "cep":
-            lines += cep_notes(runs)
+            lines += cep_notes()
         if section.task == "sst" and (sst := [r for r in runs if r["task"] == "sst"]):
-            lines += sst_table.markdown(sst_table.judge(sst), level=3).splitlines() + [""]
+            lines += sst_table.falls_markdown(sst, level=3).splitlines() + [""]
     lines += ["## Learning curves", ""]
     for task in sorted({r["task"] for r in runs}):
         png = out / f"curves_{task}.png"
@@ -535,7 +398,7 @@ README_END = "<!-- results: end -->"
 
 def headline(roots: list[Path], readme_dir: Path) -> list[str]:
     """The paper's tables cut to the rows that have runs, links relative to ``readme_dir``,
-    Table 3 followed by its judged comparison with chemprop (Figure 2's table and chart are
+    each followed by its judgements, Table 3 also by chemprop's reference (Figure 2's table and chart are
     in the full report only)."""
     runs, failed, exps = collect(*roots), collect_failed(*roots), experiments()
     lines: list[str] = []
@@ -544,11 +407,10 @@ def headline(roots: list[Path], readme_dir: Path) -> list[str]:
         if rows:
             lines += [line.replace("## ", "#### ", 1) if line.startswith("## ") else line
                       for line in table_markdown(section, rows, readme_dir)]
-        if rows and section.task not in OWN_JUDGES:
+        if rows:
             lines += judge.markdown(rows)
-        if rows and section.task == "cep":  # the stated comparison with chemprop, judged
-            cep_rows = cep_table.table([r for r in runs if r["task"] == "cep"])
-            reference = cep_table.reference_lines(cep_rows, cep_table.chemprop_reference())
+        if rows and section.task == "cep":  # the peer the judged target names
+            reference = cep_table.reference_lines(cep_table.chemprop_reference())
             lines += reference + [""] if reference else []
     return [COLUMNS, "", *lines] if lines else ["No runs yet.", ""]
 

@@ -111,7 +111,7 @@ def _gradients(threads: int) -> list[torch.Tensor]:
 
 
 def test_gradients_are_bit_identical_over_runs_and_thread_counts():
-    """The regression of issue #22: a same-seed run differed in the last bits (scatter-add
+    """A regression once seen: a same-seed run differed in the last bits (scatter-add
     with atomic adds, in thread order). Now every run and thread count gives the same bits."""
     first = _gradients(threads=1)
     for threads in (2, 2, 2, 1):

@@ -383,7 +383,7 @@ def test_smoke_on_the_real_mirror(compose_cfg, tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- #
-# Each task's own training defaults; run health (issue #22)
+# Each task's own training defaults; run health
 # --------------------------------------------------------------------------- #
 
 

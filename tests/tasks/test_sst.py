@@ -111,7 +111,7 @@ def test_smoke_losses_cover_every_experiment() -> None:
 
 def test_sst_smoke_metrics_unchanged_by_the_fused_cpu_ops(compose_cfg, tmp_path, sst_fixture_mirror,
                                                            monkeypatch, require_fused) -> None:
-    """Issue #18's speed-ups change no result beyond rounding: an SST smoke run with the
+    """The fused SST path's speed-ups change no result beyond rounding: an SST smoke run with the
     fused scan and dropout sampler (knn.ops) and one with the PyTorch reference scan and
     torch's bernoulli_ give the same losses and metrics (rel. 1e-4)."""
     from knn.ops import recurrence, usage

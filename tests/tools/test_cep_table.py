@@ -1,5 +1,5 @@
-"""Table 3 rows from result.json files: rows per (variant, protocol), means over seeds,
-the paper's ordering within a protocol, issue #20's target against chemprop."""
+"""Table 3 rows from result.json files: rows per (variant, protocol), means over seeds, the
+chemprop reference; the judgements below the table come from knn.tools.judge (tests/tools/test_judge.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from knn.tools import cep_table
-from knn.tools.cep_table import (chemprop_reference, main, ordering, ordering_lines, table,
-                                 versus_chemprop)
+from knn.tools import cep_table, rows
+from knn.tools.cep_table import chemprop_reference, main, table
 
 MODIFIED = "modified (task.samples_per_epoch=24000)"
 CHEMPROP = {"name": "chemprop test", "test_rmse": 0.925, "test_mae": 0.401, "params": 318_000,
@@ -97,10 +95,9 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
     assert (gated["n_runs"], gated["test_rmse_std"], gated["test_mae_std"]) == (1, None, None)
     assert rows[1]["params"] == 46_255 and rows[1]["closed_form"]
     assert rows[6]["paper_row"] == "WLN tuned on validation (ours)"
-    [verdict] = data["ordering"]["verdicts"]
-    assert verdict["protocol"] == "full" and verdict["holds"] is True
-    assert [c["pair"] for c in verdict["checks"]] == ["gated_wln ≤ wln", "wln < elbp",
-                                                     "elbp < nfp", "nfp < mean"]  # no wln_tuned
+    # judged from the experiment files: cep/wln declares better_than cep/elbp (0.63 vs 0.70)
+    [order] = [o for o in data["judged"]["ordering"] if o["better"] == "cep/wln"]
+    assert order["worse"] == "cep/elbp" and order["verdict"] == "ahead"
     md = (tmp_path / "out" / "table3.md").read_text()
     assert ("| WLN | wln | 3 (0, 1, 2) | 0.6300 ± 0.0361 | 0.3150 ± 0.0180 | 0.5200 "
             "| 0.6200 (1) |") in md
@@ -108,28 +105,17 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
     # the draws column, from each run's config: the protocol label "full" alone does not say it
     assert [r["draws"] for r in rows] == [["-"], ["-"], *[["not recorded"]] * 4, ["24,000, uniform"]]
     assert "| 51 (255,000) | 24,000, uniform | full |" in md
-    assert "46,255 (fitted)" in md and "mean test RMSE over n seeds (n per row)" in md
-    assert "- full: **holds**: gated_wln ≤ wln yes (0.6100 (n=1) vs 0.6300 ± 0.0361 (n=3); " \
-           "within spread), wln < elbp yes (0.6300 ± 0.0361 (n=3) vs 0.7000 (n=1))," in md
+    assert "46,255 (fitted)" in md and "`knn.tools.judge`" in md
     for s in (0, 1, 2):  # every run is listed
         assert f"- wln, full, seed {s}: valid RMSE" in md
-    # the chemprop target judged on the tuned WLN: 0.91 < 0.925, 0.455 ≥ 0.401, 750 ≥ 730 molecules/s
-    vs = data["versus_reference"]
-    assert (vs["variant"], vs["protocol"], vs["n_runs"]) == ("wln_tuned", "full", 2)
-    assert vs["test_rmse"] == [pytest.approx(0.91), 0.925] and vs["rmse_holds"] is True
-    assert vs["test_mae"] == [pytest.approx(0.455), 0.401] and vs["mae_holds"] is False
-    assert vs["molecules_per_second"] == [pytest.approx(750.0), 730]
-    assert vs["throughput_holds"] is True and vs["holds"] is False
-    assert ("wln_tuned (full, mean over 2 seed(s)): **not met**: test RMSE 0.9100 ± 0.0141 vs "
-            "0.9250 (yes), MAE 0.4550 ± 0.0071 vs 0.4010 (NO), 750 vs 730 whole-run molecules/s "
-            "(yes).") in md
-    # with both sides' spread: chemprop's one run has none, ours 0.0141: 0.015 apart is more
-    assert vs["verdicts"] == {"test_rmse": "ahead", "test_mae": "behind"}
-    assert ("- test_rmse (lower is better): wln_tuned 0.9100 ± 0.0141 (n=2; best 0.9000) against "
-            "chemprop 0.9250 (n=1): **ahead**") in md
+    assert "Reference (chemprop test, same split, reported, not re-run here" in md
+    # cep/wln_tuned's declared target: 0.91 < 0.925 but MAE 0.455 > 0.401: not met
+    [vs] = data["judged"]["versus_peers"]
+    assert vs["experiment"] == "cep/wln_tuned" and vs["met"] is False
+    assert "- target `cep/wln_tuned`" in md and "against chemprop test" in md
 
 
-def test_protocols_are_separate_rows_and_ordering_is_judged_within_one() -> None:
+def test_protocols_are_separate_rows() -> None:
     rows = table([result("wln", 0.5, 0.50), result("gated_wln", 0.5, 0.60),
                   result("wln", 0.5, 0.70, seed=0, protocol=MODIFIED),
                   result("wln", 0.5, 0.80, seed=1, protocol=MODIFIED),
@@ -141,85 +127,6 @@ def test_protocols_are_separate_rows_and_ordering_is_judged_within_one() -> None
         ("gated_wln", "full", 1), ("gated_wln", MODIFIED, 1)]
     assert rows[2]["test_rmse_mean"] == 0.50  # the full run is not averaged with the others
     assert rows[3]["test_rmse_mean"] == pytest.approx(0.75)
-    full, modified = ordering(rows)["verdicts"]
-    assert full["protocol"] == "full" and not full["complete"] and not full["holds"]
-    assert [(c["pair"], c["holds"], c["means"]) for c in full["checks"]] == [
-        ("gated_wln ≤ wln", False, [0.60, 0.50])]
-    assert modified["protocol"] == MODIFIED and not modified["complete"]
-    assert [(c["pair"], c["holds"], c["protocol"]) for c in modified["checks"]] == [
-        ("gated_wln ≤ wln", True, MODIFIED), ("nfp < mean", True, MODIFIED)]
-    # The mean predictor's closed-form fit has no schedule: it stands in under MODIFIED.
-    assert modified["checks"][1]["protocols"] == [MODIFIED, "full"]
-    text = "\n".join(ordering_lines(ordering(rows)))
-    assert ("- full: **does not hold**: gated_wln ≤ wln NO (0.6000 (n=1) vs 0.5000 (n=1); "
-            "one run each, no spread measured).") in text
-    assert f"- {MODIFIED}: **holds on the pairs checked (missing rows)**" in text
-    assert "2.5000 (n=1, full closed form)" in text
-    # No tuned WLN: the full protocol's WLN row is judged, though MODIFIED has more runs.
-    vs = versus_chemprop(rows, CHEMPROP)
-    assert (vs["variant"], vs["protocol"], vs["n_runs"]) == ("wln", "full", 1)
-
-
-def test_within_spread_and_target_row_choice() -> None:
-    rows = table([result("wln", 0.5, t, seed=s) for s, t in enumerate((1.0, 1.1, 1.2))]
-                 + [result("gated_wln", 0.5, 1.15), result("elbp", 0.5, 1.5)])
-    checks = ordering(rows)["verdicts"][0]["checks"]
-    assert rows[1]["variant"] == "wln" and rows[1]["test_rmse_std"] == pytest.approx(0.1)
-    # |1.15 - 1.10| = 0.05 ≤ 0.1 (wln's std): judged NO by the means, but within spread
-    assert [(c["pair"], c["holds"], c["within_spread"]) for c in checks] == [
-        ("gated_wln ≤ wln", False, True), ("wln < elbp", True, False)]
-    assert "gated_wln ≤ wln NO (1.1500 (n=1) vs 1.1000 ± 0.1000 (n=3); within spread)" in \
-        "\n".join(ordering_lines(ordering(rows)))
-    # Two single runs: no spread measured, and the text says so
-    single = ordering(table([result("gated_wln", 0.5, 1.0), result("wln", 0.5, 1.0)]))
-    assert single["verdicts"][0]["checks"][0]["within_spread"] is None
-    assert "one run each, no spread measured" in "\n".join(ordering_lines(single))
-    # The full protocol's row is judged, even with fewer runs; among others the most runs,
-    # ties on validation (never on test): here the modified row, valid 0.4 < 0.5.
-    tie = table([result("wln", 0.5, 0.95, protocol="cut at 3 epochs"),
-                 result("wln", 0.4, 0.99, protocol=MODIFIED)])
-    vs = versus_chemprop(tie, CHEMPROP)
-    assert (vs["protocol"], vs["test_rmse"], vs["rmse_holds"]) == (MODIFIED, [0.99, 0.925], False)
-    full = table([result("wln", 0.5, 1.2, protocol="full")]
-                 + [result("wln", 0.4, 0.9, seed=s, protocol=MODIFIED) for s in range(3)])
-    assert versus_chemprop(full, CHEMPROP)["protocol"] == "full"
-    tie = table([result("wln", 0.5, 0.95), result("wln", 0.5, 0.90, protocol=MODIFIED)])
-    vs = versus_chemprop(tie, CHEMPROP)
-    assert vs["mae_holds"] is False and vs["throughput_holds"] is False  # 0.45 ≥ 0.401; 700 < 730
-    assert versus_chemprop(table([result("nfp", 0.5, 0.5)]), CHEMPROP) is None
-    assert versus_chemprop(tie, None) is None  # no reference file: nothing to judge
-    assert ordering(table([result("nfp", 0.5, 0.5)]))["verdicts"] == []
-
-
-def test_throughput_is_compared_on_one_cpu_only(tmp_path: Path) -> None:
-    """Rates from two machines are no comparison: the target stays open on throughput, and
-    says why, unless every run and the peer run recorded the same CPU."""
-    rows = table([result("wln_tuned", 0.4, 0.90, seed=s, rate=900.0, paper=None) for s in (0, 1)]
-                 + [result("wln_tuned", 0.4, 0.90, seed=2, rate=900.0, paper=None,
-                           machine={"cpu_model": "CPU B"})])
-    good = {**CHEMPROP, "test_mae": 0.5}  # RMSE and MAE both beaten
-    vs = versus_chemprop(rows, good)
-    assert vs["throughput_holds"] is None and vs["holds"] is False
-    assert vs["cpu_models"] == [["CPU A", "CPU B"], "CPU A"]
-    assert versus_chemprop(rows, {**good, "machine": None})["throughput_holds"] is None
-    same = table([result("wln_tuned", 0.4, 0.90, seed=s, rate=900.0, paper=None) for s in (0, 1)])
-    assert versus_chemprop(same, good)["holds"] is True
-    (tmp_path / "result.json").write_text(json.dumps(good))
-    assert ("**open**: test RMSE 0.9000 ± 0.0000 vs 0.9250 (yes), MAE 0.4500 ± 0.0000 vs 0.5000 (yes), "
-            "900 vs 730 whole-run molecules/s (not compared: measured on CPU A, CPU B against CPU A; rerun "
-            "make peer-chemprop beside the runs).") in cep_table.markdown(rows, tmp_path)
-
-
-def test_throughput_counts_the_whole_run_like_chemprops() -> None:
-    """chemprop's rate is over its whole command, so ours is over the run's wall time:
-    validation and testing count, and a fast update rate alone does not meet the target."""
-    runs = [result("wln_tuned", 0.4, 0.90, seed=s, rate=900.0, paper=None) for s in (0, 1)]
-    for r in runs:  # 900 molecules/s of updates, but 120 s of training in a 160 s run
-        r["wall_seconds"] = 160.0
-    vs = versus_chemprop(table(runs), {**CHEMPROP, "test_mae": 0.5})
-    assert vs["molecules_per_second"] == [pytest.approx(675.0), 730]
-    assert vs["throughput_holds"] is False and vs["holds"] is False
-    assert table(runs)[0]["molecules_per_second_mean"] == 900.0  # the table's column
 
 
 def test_last_epochs_test_rmse_is_a_column_over_the_runs_that_have_it() -> None:
@@ -229,10 +136,11 @@ def test_last_epochs_test_rmse_is_a_column_over_the_runs_that_have_it() -> None:
             result("wln", 0.5, 1.2, seed=2)]
     runs[1]["metrics_last"] = {"valid": {"rmse": 0.6}, "test": {"rmse": 1.15, "mae": 0.5}}
     runs[2]["metrics_last"] = {"valid": {"rmse": 0.6}, "test": {"rmse": 1.25, "mae": 0.5}}
-    md = cep_table.markdown(table(runs), Path("/nonexistent"))
+    md = cep_table.markdown(table(runs), peer_dir=Path("/nonexistent"))
     assert "| 0.5000 | 1.0000 (0) | 1.2000 (n=2) | 0.1000 |" in md
     assert "seed 2: valid RMSE 0.5000, test RMSE 1.2000 (last epoch's weights: 1.2500)" in md
-    assert "| 1.0000 (0) | - | 0.1000 |" in cep_table.markdown(table(runs[:1]), Path("/nonexistent"))
+    assert "| 1.0000 (0) | - | 0.1000 |" in cep_table.markdown(table(runs[:1]),
+                                                                peer_dir=Path("/nonexistent"))
 
 
 def test_chemprop_reference_prefers_the_peer_run(tmp_path: Path) -> None:
@@ -257,16 +165,6 @@ def test_no_runs_is_an_error(tmp_path: Path, capsys) -> None:
     assert "no task=cep result.json" in capsys.readouterr().err
 
 
-def test_no_closed_form_stand_in_where_the_data_differ_and_no_smoke_rows() -> None:
-    data = "modified (task.data.path=other.csv)"
-    rows = table([result("nfp", 0.5, 1.0, protocol=data),
-                  result("mean", 2.5, 2.5, extra={"fitted_parameters": 1}),
-                  result("wln", 0.5, 0.1, protocol="smoke (limited batches)"),
-                  result("elbp", 0.5, 0.2, protocol="smoke (limited batches)")])
-    assert ordering(rows)["verdicts"] == []  # nfp < mean not judged on other data; smoke never
-    assert versus_chemprop(rows, CHEMPROP) is None  # a smoke WLN row is no target row
-
-
 def test_draws_say_how_many_molecules_an_epoch_draws_and_how() -> None:
     task = {"limit_train_batches": None, "limit_eval_batches": None}
     authors = result("wln", 0.5, 0.5, config={"task": {**task, "samples_per_epoch": 100_000,
@@ -274,23 +172,5 @@ def test_draws_say_how_many_molecules_an_epoch_draws_and_how() -> None:
     one_pass = result("wln", 0.5, 0.5, config={"task": {**task, "samples_per_epoch": None,
                                                          "resample": False}})
     fit = result("mean", 2.5, 2.5, extra={"fitted_parameters": 1})
-    assert [cep_table.draws(r) for r in (authors, one_pass, fit)] == [
+    assert [rows.draws(r) for r in (authors, one_pass, fit)] == [
         "100,000, re-sampled", "one pass, uniform", "-"]
-
-
-def test_chemprop_reference_is_the_mean_over_its_seeds(tmp_path: Path) -> None:
-    """seed 0's result.json and seed<N>/result.json: means, sample stds and each value; a
-    check run (not the full 50 epochs) is no seed of the reference."""
-    (tmp_path / "result.json").write_text(json.dumps(
-        {"test_rmse": 0.90, "test_mae": 0.40, "params": 1, "seed": 0, "full_run": True,
-         "molecules_per_second": 300.0}))
-    for seed, rmse, full in ((1, 0.94, True), (2, 0.98, True), (3, 5.0, False)):
-        (tmp_path / f"seed{seed}").mkdir()
-        (tmp_path / f"seed{seed}" / "result.json").write_text(json.dumps(
-            {"test_rmse": rmse, "test_mae": 0.42, "params": 1, "seed": seed, "full_run": full,
-             "molecules_per_second": 330.0}))
-    ref = chemprop_reference(tmp_path)
-    assert ref["seeds"] == [0, 1, 2] and ref["n_runs"] == 3
-    assert ref["test_rmse"] == pytest.approx(0.94) and ref["test_rmse_std"] == pytest.approx(0.04)
-    assert ref["test_rmse_values"] == [0.90, 0.94, 0.98]
-    assert ref["molecules_per_second"] == 300.0  # seed 0's, on the CPU its machine names

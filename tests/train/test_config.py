@@ -94,7 +94,7 @@ def test_unknown_schedule_is_config_error(compose_cfg) -> None:
 def test_each_task_brings_its_training_defaults(compose_cfg, task: str, model: str,
                                                 preset: str) -> None:
     """`task=<t>` alone trains with the task's own train/ preset (its YAML selects it); a
-    `train=<name>` on the command line still replaces it (issue #22)."""
+    `train=<name>` on the command line still replaces it."""
     plain = resolve_config(compose_cfg([f"task={task}", f"model={model}"])).train
     named = resolve_config(compose_cfg([f"task={task}", f"model={model}", f"train={preset}"]))
     assert plain == named.train

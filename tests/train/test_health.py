@@ -50,7 +50,7 @@ def test_a_blow_up_after_a_good_start() -> None:
 
 
 def test_exploded_from_the_start_is_never_fit() -> None:
-    """Issue #22's run: PTB's SGD on a molecule task, epoch loss 7.8e14 and nothing else."""
+    """A run once seen: PTB's SGD on a molecule task, epoch loss 7.8e14 and nothing else."""
     why = divergence([7.8e14], 1.0, log_loss=False)
     assert why is not None and "final training loss 7.8e+14" in why
     assert divergence([0.9 * FACTOR], 1.0, log_loss=False) is None  # within two orders

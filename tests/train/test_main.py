@@ -47,7 +47,7 @@ def test_bad_value_is_one_line(tmp_path) -> None:
 
 
 # --------------------------------------------------------------------------- #
-# Hydra's own flags pass through with their values (issue #22)
+# Hydra's own flags pass through with their values
 # --------------------------------------------------------------------------- #
 
 EXP = "experiment=ptb/gated_5m"

@@ -111,7 +111,7 @@ def test_build_optimizer_fuses_adam_on_float_parameters() -> None:
 
 def test_sst_smoke_metrics_unchanged_by_fused_adam(compose_cfg, tmp_path, sst_fixture_mirror,
                                                     monkeypatch) -> None:
-    """Issue #18's speed-up changes no result beyond rounding: an SST smoke run with the fused
+    """The fused optimizer's speed-up changes no result beyond rounding: an SST smoke run with the fused
     Adam and one with the per-parameter Adam give the same losses and metrics (rel. 1e-4)."""
     from knn.train import optim, train
 

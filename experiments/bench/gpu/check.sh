@@ -1,5 +1,5 @@
 #!/bin/bash
-# One GPU check (issue #3, evidence 4), run on a lent GPU machine through the device tool:
+# One GPU check, run on a lent GPU machine through the device tool:
 #   1. the fused-scan tests, whose CUDA variants check the CUDA op against the PyTorch reference;
 #   2. training throughput (tokens/s, FLOPs/token, share of the GPU's fp32 GEMM peak) of the
 #      5m gated Kernel NN with the fused CUDA scan, the same with the reference loop

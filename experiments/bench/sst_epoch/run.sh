@@ -1,5 +1,5 @@
 #!/bin/bash
-# SST epoch time before and after a change, on one machine, in one call (issue #18).
+# SST epoch time before and after a change, on one machine, in one call.
 #
 #   BEFORE=<checkout> AFTER=<checkout> [ROUNDS=2] [THREADS=1] [BATCHES=n] bash experiments/bench/sst_epoch/run.sh <out dir>
 #

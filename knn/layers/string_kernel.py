@@ -41,8 +41,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from knn.layers import string_kernel_pooled as pooled
-from knn.ops import usage
+from knn.layers.string_kernel_pooled import pooled_layer_ref
+from knn.ops import pooled as pooled_ops
 from knn.ops.dropout import scaled_mask
 from knn.ops.linear import linear
 from knn.ops.recurrence import ACTIVATIONS, RecurrenceSpec, string_kernel_recurrence
@@ -103,7 +103,7 @@ class StringKernelLayer(nn.Module):
         super().__init__()
         self.d_in, self.d, self.cfg = d_in, d_hidden, cfg
         # whether forward_pooled's node computes every field of cfg (its declaration)
-        self.pooled_node_supported = pooled.supports(cfg)
+        self.pooled_node_supported = pooled_ops.supports(cfg, pooled_ops.LAYER_SUPPORTS)
         gated = cfg.decay.startswith("gated")
         self.spec = RecurrenceSpec(
             n=cfg.n,
@@ -178,19 +178,19 @@ class StringKernelLayer(nn.Module):
         """(h, z) for x (T, B, d_in), mask (T, B): h (T, B, d) is this layer on x ⊙ in_mask from
         the zero state (in_mask: a caller's dropout mask, or None), z (B, d) its mean over
         each column's real steps. On the fused CPU path one autograd node
-        (:mod:`knn.layers.string_kernel_pooled`), with the same numbers bit for bit."""
-        if not (self.pooled_node_supported and pooled.fused_applies(x)):
-            usage.record("pooled_reference")
-            return pooled.pooled_layer_ref(self, x, mask, in_mask)
-        usage.record("pooled_node")
+        (:mod:`knn.ops.pooled` decides), with the same numbers bit for bit as the
+        composition (:mod:`knn.layers.string_kernel_pooled`)."""
+        if not pooled_ops.pooled_node_runs(self.pooled_node_supported, x):
+            return pooled_layer_ref(self, x, mask, in_mask)
         x_mask, h_mask = self.variational_masks(x, x.shape[1])
-        return pooled.pooled_layer(x, in_mask, x_mask, self.node_layer(), h_mask, mask)
+        return pooled_ops.pooled_layer(x, in_mask, x_mask, self.node_layer(), h_mask, mask)
 
-    def node_layer(self) -> pooled.NodeLayer:
+    def node_layer(self) -> pooled_ops.NodeLayer:
         """This layer as the C++ pooled and loss nodes read it."""
-        return pooled.NodeLayer(self.weight, self.weight_h, self.decay(), self.decay_bias,
-                                self.highway_bias, self.spec,
-                                carry_is_input=self.cfg.highway and not self.carry_projected)
+        return pooled_ops.NodeLayer(
+            weight=self.weight, weight_h=self.weight_h, decay=self.decay(),
+            decay_bias=self.decay_bias, highway_bias=self.highway_bias, spec=self.spec,
+            carry_is_input=self.cfg.highway and not self.carry_projected)
 
     def forward(
         self, x: Tensor, state: KernelState | None = None, mask: Tensor | None = None

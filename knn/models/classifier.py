@@ -27,7 +27,8 @@ and no highway there are 543,600 trained parameters, the authors' "around
 Training on CPU with two or more threads, :meth:`KernelClassifier.nll_sum`
 gives the loss as one C++ node that also computes its gradients, one half of
 the batch per thread (``knn/ops/csrc/classifier_cpu.cpp``): the same loss and
-gradients, up to the order of the sums over examples.
+gradients, up to the order of the sums over examples. :mod:`knn.ops.pooled` decides
+where that node and the layers' pooled nodes run, and which configs they support.
 
 ``KimCNN`` (Kim 2014, CNN-static): widths 3, 4, 5 × 100 filters, ReLU,
 max over time, dropout 0.5, linear. ``BiLSTMClassifier``: one bidirectional
@@ -48,9 +49,8 @@ from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
-from knn.layers.string_kernel_pooled import fused_applies as pooled_layer_applies
-from knn.layers.string_kernel_pooled import masked_mean, products_on_onednn, supports
-from knn.ops import usage
+from knn.layers.string_kernel_pooled import masked_mean
+from knn.ops import pooled as pooled_ops
 from knn.ops.dropout import Dropout, dropout_mask
 
 POOLINGS = ("mean", "last")
@@ -61,17 +61,6 @@ def _sst_kernel() -> StringKernelConfig:
     """The authors' SST layers: n = 2, h = relu(c_1 + c_2), gated decay, no highway,
     rnn dropout 0.2 (their fine-grained setting; 0.1 for binary)."""
     return StringKernelConfig(n=2, output="sum", activation="relu", highway=False, rnn_dropout=0.2)
-
-
-#: What the classifier's fused path computes, per field of :class:`KernelClassifierConfig`:
-#: the values it supports, or None for every value the config accepts (``kernel``: the
-#: pooled node's own declaration decides, per layer; ``init`` only draws the initial
-#: weights). A field not named here makes :meth:`KernelClassifier._fuses` choose the
-#: module, and a test fails until it is declared (tests/models/test_classifier_fused.py).
-NODE_SUPPORTS: dict[str, tuple[object, ...] | None] = {
-    "name": None, "n_classes": None, "hidden": None, "depth": None, "dropout": None,
-    "pooling": ("mean",), "kernel": None, "init": None,
-}
 
 
 @dataclass
@@ -182,9 +171,10 @@ class KernelClassifier(nn.Module):
         """``vectors``: fixed (V, d_in) table (zeros of that shape before loading a checkpoint)."""
         super().__init__()
         self.cfg = cfg
-        # the config's part of _fuses, decided once: the config does not change
-        self.node_supported = supports(cfg, NODE_SUPPORTS) and all(
-            supports(cfg.layer_kernel(i)) for i in range(cfg.depth))
+        # whether the C++ nodes compute this config (knn.ops.pooled's declarations), decided
+        # once: the config does not change
+        self.node_supported = pooled_ops.classifier_supported(
+            cfg, [cfg.layer_kernel(i) for i in range(cfg.depth)])
         self.embedding = _FixedEmbedding(vectors)
         d_in = vectors.shape[1]
         self.layers = nn.ModuleList(
@@ -207,21 +197,12 @@ class KernelClassifier(nn.Module):
         bound = math.sqrt(3.0 / self.out.in_features)
         nn.init.uniform_(self.out.weight, -bound, bound)
 
-    def _fuses(self, h: Tensor) -> bool:
-        """Whether the layers run as :meth:`StringKernelLayer.forward_pooled` (one node each)
-        and the training loss as :meth:`fused_nll_sum`: the classifier's dispatch point.
-        Support set: a config within :data:`NODE_SUPPORTS` and its layers' within the
-        pooled node's (:func:`knn.layers.string_kernel_pooled.supports`), dropout in
-        [0, 1), contiguous inputs, and where the pooled node runs."""
-        return (self.node_supported and 0.0 <= self.drop.p < 1.0 and h.is_contiguous()
-                and pooled_layer_applies(h))
-
     def features(self, tokens: Tensor, mask: Tensor) -> Tensor:
         """Concatenated per-layer summaries z (B, depth·d), before the output dropout."""
         h = self.embedding(tokens)  # (T, B, d_in)
         pooled = []
         for layer in cast("Iterable[StringKernelLayer]", self.layers):
-            if self._fuses(h):
+            if pooled_ops.classifier_fuses(self.node_supported, self.drop.p, h):
                 # dropout, layer and mean as one autograd node: the same numbers, fewer ops
                 h, z = layer.forward_pooled(h, mask, dropout_mask(h, self.drop.p, self.training))
             else:
@@ -237,17 +218,13 @@ class KernelClassifier(nn.Module):
     def nll_sum(self, tokens: Tensor, mask: Tensor, labels: Tensor) -> Tensor:
         """Σ_b -log softmax(forward(tokens, mask)_b)[labels_b], the training loss's sum.
 
-        Training on the fused CPU path with two or more threads, it is
-        :meth:`fused_nll_sum`. Elsewhere it is
-        ``cross_entropy(forward(tokens, mask), labels, reduction="sum")``: at one thread
-        the node measured no faster (``docs/performance.md``), and the
-        module keeps its exact numbers there.
+        Training on the fused CPU path with two or more threads
+        (:func:`knn.ops.pooled.loss_node_runs` decides), it is :meth:`fused_nll_sum`.
+        Elsewhere it is ``cross_entropy(forward(tokens, mask), labels, reduction="sum")``.
         """
-        if (self.training and torch.is_grad_enabled() and torch.get_num_threads() > 1
-                and self._fuses(self.embedding.weight)):
-            usage.record("classifier_loss_node")
+        if pooled_ops.loss_node_runs(self.node_supported, self.drop.p, self.training,
+                                     self.embedding.weight):
             return self.fused_nll_sum(tokens, mask, labels)
-        usage.record("classifier_module_loss")
         return F.cross_entropy(self(tokens, mask), labels, reduction="sum")
 
     def fused_nll_sum(self, tokens: Tensor, mask: Tensor, labels: Tensor) -> Tensor:
@@ -256,23 +233,18 @@ class KernelClassifier(nn.Module):
         thread the halves run one after the other, with the same numbers). Its dropout
         masks are drawn here in the order :meth:`forward` draws them: the same generator
         stream, and the module's loss and gradients up to the order of the sums over
-        examples. Needs the fused CPU ops (``_fuses``)."""
+        examples. Needs the fused CPU ops (:func:`knn.ops.pooled.classifier_fuses`)."""
         like = self.embedding.weight
         T, B = tokens.shape
-        p, empty = self.drop.p, like.new_empty(0)  # absent tensors reach the op as 0 elements
-        params, masks, flags = [], [], []
+        p = self.drop.p
+        nodes, masks = [], []
         for layer in cast("Iterable[StringKernelLayer]", self.layers):
-            node = layer.node_layer()  # the nodes' description of the layer, in their order
-            params += node.params()
-            masks += [dropout_mask(like, p, self.training, shape=(T, B, layer.d_in)),
-                      *layer.variational_masks(like, B)]
-            flags += node.flags()
-        params.append(self.out.weight)
-        masks.append(dropout_mask(like, p, self.training, shape=(B, self.out.in_features)))
-        return torch.ops.knn_sk_cpu.classifier_nll(
-            [empty if t is None else t for t in params], tokens, mask, labels, like,
-            [empty if m is None else m for m in masks], flags,
-            products_on_onednn(like, cast(StringKernelLayer, self.layers[0]).weight))
+            nodes.append(layer.node_layer())
+            in_mask = dropout_mask(like, p, self.training, shape=(T, B, layer.d_in))
+            masks.append(pooled_ops.LayerMasks(in_mask, *layer.variational_masks(like, B)))
+        out_mask = dropout_mask(like, p, self.training, shape=(B, self.out.in_features))
+        return pooled_ops.classifier_nll(nodes, masks, self.out.weight, out_mask, tokens, mask,
+                                         labels, like)
 
 
 class KimCNN(nn.Module):

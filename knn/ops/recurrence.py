@@ -232,8 +232,7 @@ def _build(device_type: str):
         # The ISA is part of the name so a cached build never runs on a CPU without it.
         name=f"knn_{'sk_core' if device_type == 'cpu' else 'sk_sst'}_cpu_{isa}_{digest}",
         # "cpu": the scan and the Bernoulli sampler of knn.ops.dropout; "cpu_sst": the
-        # pooled layer node of knn.layers.string_kernel_pooled and the SST classifier's
-        # loss node of knn.models.classifier.
+        # SST classifier's pooled layer node and loss node (knn.ops.pooled).
         sources=[str(_CSRC / f) for f in _CPU_SOURCES[device_type]],
         # -ffast-math lets gcc vectorize (exp through glibc's libmvec, declared in the
         # source); compile-only, so the process-wide flush-to-zero of crtfastmath.o is

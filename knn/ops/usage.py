@@ -27,7 +27,7 @@ OPS = {
     "fused_scan": ("fused_scan", "reference_scan"),
     "onednn": ("onednn", "aten_linear"),
     "fused_bernoulli": ("fused_bernoulli", "torch_bernoulli"),
-    # the SST classifier's C++ nodes (knn.layers.string_kernel_pooled, knn.models.classifier)
+    # the SST classifier's C++ nodes (knn.ops.pooled)
     "pooled_node": ("pooled_node", "pooled_reference"),
     "classifier_loss_node": ("classifier_loss_node", "classifier_module_loss"),
 }

@@ -12,8 +12,8 @@ What the compiled graph runs (the dispatch points' docstrings say it too):
 * the string-kernel scan (:func:`knn.ops.recurrence.string_kernel_recurrence`): the
   fused C++/CUDA kernels as the custom ops ``knn::string_kernel_scan`` /
   ``knn::string_kernel_scan_backward`` (the reference, unrolled, where no fused op is built);
-* the pooled SST node (:func:`knn.layers.string_kernel_pooled.fused_applies`): its
-  reference composition, around the same fused scan;
+* the SST classifier's C++ nodes (:func:`knn.ops.pooled.fused_applies`): the reference
+  composition, around the same fused scan;
 * dropout masks (:mod:`knn.ops.dropout`): the custom op ``knn::mask``, the same draws
   from the default generator as eager, in the same order;
 * random-walk and WL layers: plain PyTorch, compiled as they are.

@@ -2,10 +2,11 @@
 import pytest
 import torch
 
-from knn.layers import string_kernel_pooled as pooled
 from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+from knn.layers.string_kernel_pooled import pooled_layer_ref
 from knn.models.classifier import KernelClassifier, KernelClassifierConfig
 from knn.ops import linear as linear_ops
+from knn.ops import pooled as pooled_ops
 from knn.ops.dropout import dropout_mask
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,7 @@ def test_fused_node_equals_the_composition_bit_for_bit(name, dtype, use_h, d_in)
     layer = StringKernelLayer(d_in, 8, CONFIGS[name]).to(dtype)
     x, mask = batch(d_in, dtype)
     fused = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, use_h)
-    ref = step(pooled.pooled_layer_ref, layer, x, mask, 0.35, use_h)
+    ref = step(pooled_layer_ref, layer, x, mask, 0.35, use_h)
     for got, want in zip(fused[:3], ref[:3]):
         assert torch.equal(got, want)
     assert fused[3].keys() == ref[3].keys() == {n for n, p in layer.named_parameters()}
@@ -75,7 +76,7 @@ def test_both_product_libraries_give_the_composition(monkeypatch, onednn):
     layer = StringKernelLayer(8, 8, CONFIGS["sst_gated_xh"])
     x, mask = batch(8, torch.float32)
     fused = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, True)
-    ref = step(pooled.pooled_layer_ref, layer, x, mask, 0.35, True)
+    ref = step(pooled_layer_ref, layer, x, mask, 0.35, True)
     assert all(torch.equal(a, b) for a, b in zip(fused[:3], ref[:3]))
     assert all(torch.equal(fused[3][k], ref[3][k]) for k in ref[3])
 
@@ -95,7 +96,7 @@ def test_threads_split_the_work_but_not_the_numbers(dtype):
         for n in (1, 4):
             torch.set_num_threads(n)
             runs[n] = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, True)
-        ref = step(pooled.pooled_layer_ref, layer, x, mask, 0.35, True)
+        ref = step(pooled_layer_ref, layer, x, mask, 0.35, True)
     finally:
         torch.set_num_threads(threads)
     tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
@@ -133,11 +134,12 @@ def test_classifier_takes_the_fused_node_and_computes_the_same(monkeypatch):
         return out.detach(), [p.grad.clone() for p in model.parameters()]
 
     calls = []
-    real = pooled.pooled_layer
-    monkeypatch.setattr(pooled, "pooled_layer", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = pooled_ops.pooled_layer
+    monkeypatch.setattr(pooled_ops, "pooled_layer",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
     fused = logits_and_grads()
     assert len(calls) == cfg.depth
-    monkeypatch.setattr("knn.models.classifier.pooled_layer_applies", lambda h: False)
+    monkeypatch.setattr(pooled_ops, "fused_applies", lambda h: False)
     unfused = logits_and_grads()
     assert len(calls) == cfg.depth  # the reference path did not call it
     assert torch.equal(fused[0], unfused[0])

@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from knn.layers.string_kernel import StringKernelConfig
 from knn.models.classifier import KernelClassifier, KernelClassifierConfig
-from knn.ops import usage
+from knn.ops import pooled, usage
 
 V, D_IN, HIDDEN = 40, 12, 10
 
@@ -198,12 +198,30 @@ class _KernelWithANewField(StringKernelConfig):
 
 
 def test_every_config_field_is_declared_by_the_fused_path() -> None:
-    """A new field of either config fails here until the nodes compute it and declare it."""
-    from knn.layers import string_kernel_pooled as pooled
-    from knn.models import classifier
+    """A new field of either config fails here until the nodes compute it and declare it
+    (knn.ops.pooled)."""
+    assert {f.name for f in fields(KernelClassifierConfig)} == set(pooled.CLASSIFIER_SUPPORTS)
+    assert {f.name for f in fields(StringKernelConfig)} == set(pooled.LAYER_SUPPORTS)
 
-    assert {f.name for f in fields(KernelClassifierConfig)} == set(classifier.NODE_SUPPORTS)
-    assert {f.name for f in fields(StringKernelConfig)} == set(pooled.NODE_SUPPORTS)
+
+def test_python_packs_by_the_names_cpp_declares() -> None:
+    """The per-layer argument names are declared once, in C++ (csrc/pooled_layer.h), and
+    knn.ops.pooled packs by them: a name added, removed or renamed on one side alone
+    fails here."""
+    model, *_ = model_and_batch({"highway": True}, torch.float32)
+    node = model.layers[1].node_layer()
+    layout = pooled.layout()
+    assert tuple(layout) == pooled.LAYOUT_KINDS
+    assert all(len(set(names)) == len(names) for names in layout.values())
+    assert set(layout["params"]) == set(node.params())
+    assert set(layout["masks"]) == set(pooled.LayerMasks._fields)
+    assert set(layout["flags"]) == set(node.flags())
+    # the pooled node takes a layer's arguments by keyword, under the same names
+    schema = torch.ops.knn_sk_cpu.pooled.default._schema
+    assert {name for names in layout.values() for name in names} <= {
+        a.name for a in schema.arguments}
+    with pytest.raises(RuntimeError, match="kind must be params, masks or flags"):
+        torch.ops.knn_sk_cpu.classifier_layout("weights")
 
 
 @pytest.mark.parametrize("new", ["classifier", "kernel"])

@@ -366,8 +366,7 @@ def test_a_failed_sst_build_leaves_the_scan_and_the_sampler_working(monkeypatch,
     require_fused("cpu")
     from torch.utils import cpp_extension
 
-    from knn.layers import string_kernel_pooled as pooled
-    from knn.ops import dropout
+    from knn.ops import dropout, pooled
     from knn.train.provenance import ops
 
     load = cpp_extension.load

@@ -1,6 +1,7 @@
 // The SST Kernel NN classifier's summed training loss and its gradients as one C++
 // autograd node (torch.ops.knn_sk_cpu.classifier_nll), for
-// knn.models.classifier.KernelClassifier.nll_sum on CPU.
+// knn.models.classifier.KernelClassifier.nll_sum on CPU; Python calls it at one point,
+// knn.ops.pooled.classifier_nll.
 //
 // The batch's B columns are cut into two halves H; each half runs the whole model, forward
 // and backward, on its own thread (cpu_parallel.h), and the two halves' sums are added:
@@ -34,6 +35,8 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -42,11 +45,11 @@ using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Per layer: weight, weight_h, decay, decay_bias, highway_bias (params; then W_out last);
-// in_mask (T, B, d_in), x_mask (1, B, d_in), h_mask (B, d) (masks; then m_out (B, F) last);
-// n, mult, norm, out_sum, act, highway (knn.ops.recurrence.op_flags), carry_is_input (flags).
-// Absent tensors: 0 elements.
-constexpr size_t kParams = 5, kMasks = 3, kFlags = 7;
+// The op's per-layer arguments are three flat lists, layer after layer, each layer's
+// entries in the order of pooled_layer.h (unpack, pack): its PooledParams in `params`, then
+// W_out last; its PooledMasks in `masks` (in_mask (T, B, d_in), x_mask (1, B, d_in),
+// h_mask (B, d)), then m_out (B, F) last; its PooledFlags in `flags`. Absent tensors:
+// 0 elements.
 
 // The arguments that are not differentiated.
 struct Inputs {
@@ -74,7 +77,7 @@ struct HalfResult {
 
 // ℓ_H and its gradients for columns [lo, lo + n) of the batch (the formulas at the top).
 HalfResult half_loss(at::TensorList params, const Inputs& in, int64_t lo, int64_t n) {
-  const size_t L = in.flags.size() / kFlags;
+  const size_t L = in.flags.size() / knn::field_count<knn::PooledFlags>();
   const int64_t T = in.tokens.size(0);
   const Tensor mask = in.mask.narrow(1, lo, n).contiguous();
   const Tensor labels = in.labels.narrow(0, lo, n).unsqueeze(1);  // (n, 1)
@@ -84,15 +87,14 @@ HalfResult half_loss(at::TensorList params, const Inputs& in, int64_t lo, int64_
   std::vector<knn::PooledFlags> flags(L);
   std::vector<Tensor> z(L);
   for (size_t l = 0; l < L; ++l) {
-    const int64_t* f = in.flags.data() + l * kFlags;
-    flags[l] = knn::PooledFlags{f[0], f[4], bool(f[1]), bool(f[2]), bool(f[3]),
-                                bool(f[5]), bool(f[6]), in.onednn};
-    const Tensor* p = params.data() + l * kParams;
-    const Tensor* m = in.masks.data() + l * kMasks;
-    knn::PooledMasks layer_masks{columns(m[0], 1, lo, n), columns(m[1], 1, lo, n),
-                                 columns(m[2], 0, lo, n), mask};
-    std::tie(x, z[l]) = knn::pooled_forward(
-        x, knn::PooledParams{p[0], p[1], p[2], p[3], p[4]}, layer_masks, flags[l], &saved[l]);
+    flags[l] = knn::unpack<knn::PooledFlags>(in.flags, l);
+    flags[l].onednn = in.onednn;
+    const knn::PooledMasks drawn = knn::unpack<knn::PooledMasks>(in.masks, l);
+    const knn::PooledMasks layer_masks{columns(drawn.in_mask, 1, lo, n),
+                                       columns(drawn.x_mask, 1, lo, n),
+                                       columns(drawn.h_mask, 0, lo, n), mask};
+    std::tie(x, z[l]) = knn::pooled_forward(x, knn::unpack<knn::PooledParams>(params, l),
+                                            layer_masks, flags[l], &saved[l]);
   }
   const Tensor& w_out = params.back();  // (C, L·d)
   const Tensor out_mask = columns(in.masks.back(), 0, lo, n);
@@ -112,9 +114,7 @@ HalfResult half_loss(at::TensorList params, const Inputs& in, int64_t lo, int64_
   for (size_t l = L; l-- > 0;) {
     knn::PooledGrads g = knn::pooled_backward(saved[l], flags[l], d_h,
                                               d_feat.narrow(1, int64_t(l) * d, d), l > 0);
-    Tensor* out = r.grads.data() + l * kParams;
-    out[0] = g.weight, out[1] = g.weight_h, out[2] = g.decay, out[3] = g.decay_bias,
-    out[4] = g.highway_bias;
+    knn::pack(g.params, r.grads, l);
     d_h = g.dx;
   }
   return r;
@@ -158,19 +158,33 @@ class ClassifierNLL : public torch::autograd::Function<ClassifierNLL> {
 Tensor classifier_nll(at::TensorList params, const Tensor& tokens, const Tensor& mask,
                       const Tensor& labels, const Tensor& table, at::TensorList masks,
                       at::IntArrayRef flags, bool onednn) {
-  const size_t L = flags.size() / kFlags;
-  TORCH_CHECK(L > 0 && flags.size() == L * kFlags && params.size() == L * kParams + 1 &&
-                  masks.size() == L * kMasks + 1,
-              "classifier_nll: ", L, " layers need ", L * kParams + 1, " params, ",
-              L * kMasks + 1, " masks and ", L * kFlags, " flags; got ", params.size(), ", ",
+  const size_t n_params = knn::field_count<knn::PooledParams>(),
+               n_masks = knn::field_count<knn::PooledMasks>(),
+               n_flags = knn::field_count<knn::PooledFlags>();
+  const size_t L = flags.size() / n_flags;
+  TORCH_CHECK(L > 0 && flags.size() == L * n_flags && params.size() == L * n_params + 1 &&
+                  masks.size() == L * n_masks + 1,
+              "classifier_nll: ", L, " layers need ", L * n_params + 1, " params, ",
+              L * n_masks + 1, " masks and ", L * n_flags, " flags; got ", params.size(), ", ",
               masks.size(), " and ", flags.size());
   return ClassifierNLL::apply(params, Inputs{tokens, mask, labels, table, masks.vec(),
                                              flags.vec(), onednn})[0];
 }
 
+// The names of one kind ("params", "masks" or "flags") of classifier_nll's per-layer
+// arguments, in the order it reads them: knn.ops.pooled packs the lists by these.
+std::vector<std::string> classifier_layout(std::string_view kind) {
+  if (kind == "params") return knn::field_names<knn::PooledParams>();
+  if (kind == "masks") return knn::field_names<knn::PooledMasks>();
+  TORCH_CHECK(kind == "flags", "classifier_layout: kind must be params, masks or flags; got ",
+              kind);
+  return knn::field_names<knn::PooledFlags>();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(knn_sk_cpu, m) {
+  m.def("classifier_layout(str kind) -> str[]", &classifier_layout);
   m.def(
       "classifier_nll(Tensor[] params, Tensor tokens, Tensor mask, Tensor labels, Tensor table, "
       "Tensor[] masks, int[] flags, bool onednn) -> Tensor",

@@ -1,5 +1,6 @@
 // A string-kernel layer, its input dropout and its masked mean as one C++ autograd node
-// (torch.ops.knn_sk_cpu.pooled), for the SST classifier's CPU path.
+// (torch.ops.knn_sk_cpu.pooled), for the SST classifier's CPU path; Python calls it at
+// one point, knn.ops.pooled.pooled_layer.
 //
 // The math, and the plain PyTorch composition this must equal bit for bit, are in
 // knn/layers/string_kernel_pooled.py (pooled_layer_ref). Every op below is the one that
@@ -58,13 +59,16 @@ Tensor or_empty(const Tensor& t, const Tensor& empty) { return knn::given(t) ? t
 namespace knn {
 
 std::vector<Tensor> PooledSaved::list() const {
-  return {xt, m.in_mask, m.x_mask, p.weight, p.weight_h, p.decay, proj, gate_bias, c0, h0,
-          mask_f, m.h_mask, c_all, h_all, lam_all, lengths, p.decay_bias, p.highway_bias};
+  std::vector<Tensor> out;
+  tensors(*this, [&](const Tensor& t) { out.push_back(t); });
+  return out;
 }
 
 PooledSaved PooledSaved::from_list(const std::vector<Tensor>& s) {
-  return {s[0], s[6], s[7], s[8], s[9], s[10], s[12], s[13], s[14], s[15],
-          PooledParams{s[3], s[4], s[5], s[16], s[17]}, PooledMasks{s[1], s[2], s[11], Tensor()}};
+  PooledSaved out;
+  size_t i = 0;
+  tensors(out, [&](Tensor& t) { t = s[i++]; });
+  return out;
 }
 
 std::pair<Tensor, Tensor> pooled_forward(const Tensor& x, const PooledParams& p,
@@ -128,7 +132,7 @@ PooledGrads pooled_backward(const PooledSaved& s, const PooledFlags& f, const Te
   PooledGrads out;
   parallel_tasks(need_x ? 2 : 1, [&](int64_t k) {
     if (k == 0)
-      out.weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous()
+      out.params.weight = f.onednn ? product(x2.t(), dy.t(), true).t().contiguous()
                             : blas_mm_in_row_blocks(dy.t(), x2, kMinProductRows);
     else
       out.dx = f.onednn ? product(dy, s.p.weight.t(), true) : blas_mm(dy, s.p.weight);
@@ -140,10 +144,10 @@ PooledGrads pooled_backward(const PooledSaved& s, const PooledFlags& f, const Te
     if (s.m.in_mask.defined()) dx = dx * s.m.in_mask;
     out.dx = dx;
   }
-  if (given(s.p.weight_h)) out.weight_h = d_wh;
-  if (given(s.p.decay)) out.decay = d_decay;
-  if (given(s.p.decay_bias)) out.decay_bias = d_bias.select(0, 0);
-  if (given(s.p.highway_bias)) out.highway_bias = d_bias.select(0, 1);
+  if (given(s.p.weight_h)) out.params.weight_h = d_wh;
+  if (given(s.p.decay)) out.params.decay = d_decay;
+  if (given(s.p.decay_bias)) out.params.decay_bias = d_bias.select(0, 0);
+  if (given(s.p.highway_bias)) out.params.highway_bias = d_bias.select(0, 1);
   return out;
 }
 
@@ -162,25 +166,28 @@ class PooledLayer : public torch::autograd::Function<PooledLayer> {
     auto [h, z] = knn::pooled_forward(
         x, knn::PooledParams{weight, weight_h, decay, decay_bias, highway_bias}, m, f, &saved);
     ctx->save_for_backward(saved.list());
-    ctx->saved_data["flags"] = std::vector<int64_t>{f.n, f.act, f.mult, f.norm, f.out_sum,
-                                                   f.highway, f.carry_is_input, f.onednn};
+    std::vector<int64_t> flags(knn::field_count<knn::PooledFlags>());
+    knn::pack(f, flags, 0);
+    ctx->saved_data["flags"] = flags;
+    ctx->saved_data["onednn"] = f.onednn;
     // An unused output's gradient stays undefined instead of a tensor of zeros to add.
     ctx->set_materialize_grads(false);
     return {h, z};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const std::vector<int64_t> v = ctx->saved_data["flags"].toIntVector();
-    const knn::PooledFlags f{v[0], v[1], bool(v[2]), bool(v[3]), bool(v[4]),
-                             bool(v[5]), bool(v[6]), bool(v[7])};
+    knn::PooledFlags f =
+        knn::unpack<knn::PooledFlags>(ctx->saved_data["flags"].toIntVector(), 0);
+    f.onednn = ctx->saved_data["onednn"].toBool();
     knn::PooledGrads g = knn::pooled_backward(
         knn::PooledSaved::from_list(ctx->get_saved_variables()), f, grads[0], grads[1],
         ctx->needs_input_grad(0));
     // One per forward argument (x, weight, weight_h, decay, decay_bias, highway_bias, m, f);
     // needs_input_grad counts the tensor arguments only.
     auto wanted = [&](const Tensor& grad, int i) { return ctx->needs_input_grad(i) ? grad : Tensor(); };
-    return {g.dx, g.weight, g.weight_h, wanted(g.decay, 3), wanted(g.decay_bias, 4),
-            wanted(g.highway_bias, 5), Tensor(), Tensor()};
+    const knn::PooledParams& d = g.params;
+    return {g.dx, d.weight, d.weight_h, wanted(d.decay, 3), wanted(d.decay_bias, 4),
+            wanted(d.highway_bias, 5), Tensor(), Tensor()};
   }
 };
 
@@ -203,6 +210,8 @@ std::vector<Tensor> pooled(const Tensor& x, const std::optional<Tensor>& in_mask
 
 }  // namespace
 
+// The layer's arguments are named as the fields of pooled_layer.h's PooledParams,
+// PooledMasks and PooledFlags: knn.ops.pooled passes them by those names.
 TORCH_LIBRARY_FRAGMENT(knn_sk_cpu, m) {
   m.def(
       "pooled(Tensor x, Tensor? in_mask, Tensor? x_mask, Tensor weight, Tensor? weight_h, "

@@ -200,8 +200,8 @@ COPIED = {
     "studies/cep/resample_off/wln/result.json":
         "modified (task.samples_per_epoch=24000, task.resample=false)",
     "bench/layers.json": None,
-    "bench/ptb_throughput.json": None,
-    "nightly/2026-11-26.json": None,
+    "bench/throughput_ptb_gated_5m.json": None,
+    "nightly/2026-11-27.json": None,
     "results/ptb/equal_budget_30min/table.json": None,
 }
 PROVENANCE = ("git_commit", "command", "machine", "torch_version", "ops")

@@ -22,8 +22,9 @@ needs configs, not code:
   better in the mean and judged with both spreads; with ``rate: <count>``, also the
   row's whole-run rate (``extra.throughput[<count>]`` over the run's wall time) at or
   above the peer's ``<count>_per_second``, compared only when both ran on one CPU (rates
-  from two machines say nothing). Met when every mean is better and the rate holds; open
-  while the rate cannot be compared.
+  from two machines say nothing). Met when every mean is better and the rate holds (said
+  to be "in the mean" only where a metric is within the spread); open while the rate
+  cannot be compared.
 
 Rows are :func:`knn.tools.rows.table_rows` dicts: ``experiment`` (with its ``paper``),
 ``group`` (:func:`knn.tools.results.aggregate`), ``members`` (the runs), ``label``,
@@ -229,6 +230,9 @@ def _peer_line(p: dict[str, Any]) -> str:
         ours = "-" if r["ours"] is None else f"{r['ours']:.0f}"
         parts.append(f"whole-run {r['count']}/s {ours} vs {r['peer']:.0f}, at or above: {standing}")
     verdict = {True: "met", False: "not met", None: "open"}[p["met"]]
+    close = [m["metric"] for m in p["metrics"] if m["verdict"] == "within the spread"]
+    if p["met"] and close:  # better in the mean only: seed noise could flip it
+        verdict += f" in the mean, within the spread on {', '.join(close)}"
     return (f"- target `{p['experiment']}` ({p['label']}) against {peer_['name']} "
             f"({peer_['origin']}, `{peer_['file']}`), better in the mean on every metric"
             + (" at an equal or higher rate" if r else "") + f": **{verdict}**; "

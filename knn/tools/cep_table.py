@@ -100,40 +100,43 @@ def _run(r: dict[str, Any]) -> dict[str, Any]:
             "command": r.get("command"), "run_dir": r.get("run_dir")}
 
 
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
+
+
 def row(variant: str, protocol: str, members: list[dict[str, Any]]) -> dict[str, Any]:
-    """One row: the aggregates over ``members`` (the variant's runs under ``protocol``)
-    and the runs themselves, sorted by seed."""
-    members = sorted(members, key=lambda r: (r["seed"], r.get("run_dir", "")))
+    """One row: the registry's aggregates over ``members`` (the variant's runs under
+    ``protocol``, :func:`knn.tools.results.aggregate`: mean ± std of the test RMSE, the
+    best-validation run, parameters), Table 3's own columns, and the runs, sorted by seed."""
+    [g] = results.aggregate(members)  # sorts by seed; the best validation run: ties, lowest seed
+    members = sorted(members, key=lambda r: (r["seed"], r["run_dir"]))
     runs = [_run(r) for r in members]
-    # The honest model-selection number: the test RMSE of the best validation run.
-    best = min(range(len(runs)), key=lambda i: (runs[i]["valid_rmse"], runs[i]["seed"], i))
-    chosen, paper = members[best], members[0].get("paper") or {}
-    test_rmse, test_rmse_std = results.mean_std([r["test_rmse"] for r in runs])
+    best = g["seeds"].index(g["selected"]["seed"])
+    paper = members[0].get("paper") or {}
     test_mae, test_mae_std = results.mean_std([r["test_mae"] for r in runs])
-    rates = [r["molecules_per_second"] for r in runs if r["molecules_per_second"] is not None]
     last = [r["test_rmse_last"] for r in runs if r["test_rmse_last"] is not None]
-    whole = [r["whole_run_molecules_per_second"] for r in runs
-             if r["whole_run_molecules_per_second"] is not None]
     return {
         "variant": variant,
         "protocol": protocol,
-        "model": chosen["model"],
+        "model": g["model"],
         "paper_row": paper.get("row") or OWN_ROWS.get(variant, variant),
         "paper_rmse": paper.get("value"),
         "paper_params": paper.get("params"),
-        "n_runs": len(runs),
-        "seeds": [r["seed"] for r in runs],
-        "test_rmse_mean": test_rmse, "test_rmse_std": test_rmse_std,
+        "n_runs": g["n_runs"],
+        "seeds": g["seeds"],
+        "test_rmse_mean": g["test_mean"], "test_rmse_std": g["test_std"],
         "test_mae_mean": test_mae, "test_mae_std": test_mae_std,
-        "valid_rmse_mean": statistics.fmean(r["valid_rmse"] for r in runs),
+        "valid_rmse_mean": g["valid_mean"],
         "best_valid": {k: runs[best][k] for k in ("seed", "valid_rmse", "test_rmse", "run_dir")},
-        "test_rmse_last_mean": statistics.fmean(last) if last else None,
+        "test_rmse_last_mean": _mean(last),
         "n_runs_last": len(last),
-        "params": results.params(chosen),
-        "closed_form": (chosen.get("extra") or {}).get("fitted_parameters") is not None,
-        "wall_seconds_mean": statistics.fmean(r["wall_seconds"] for r in runs),
-        "molecules_per_second_mean": statistics.fmean(rates) if rates else None,
-        "whole_run_molecules_per_second_mean": statistics.fmean(whole) if whole else None,
+        "params": g["params"],
+        "closed_form": (members[best].get("extra") or {}).get("fitted_parameters") is not None,
+        "wall_seconds_mean": g["wall_seconds"]["mean"],
+        "molecules_per_second_mean": _mean([r["molecules_per_second"] for r in runs]),
+        "whole_run_molecules_per_second_mean":
+            _mean([r["whole_run_molecules_per_second"] for r in runs]),
         "cpu_models": sorted({r["cpu_model"] or "an unrecorded CPU" for r in runs}),
         "epochs": sorted({r["epochs"] for r in runs}),
         "steps": sorted({r["steps"] for r in runs}),

@@ -28,6 +28,7 @@ def result(variant: str, valid: float, test: float, seed: int = 0, protocol: str
         "stop_reason": "max_epochs", "budgeted": False, "budget_minutes": None,
         "wall_seconds": 120.0, "device": "cpu", "machine": {"cpu_model": "CPU A"}, "git_commit": "abc",
         "command": f"python -m knn.train experiment=cep/{variant} seed={seed}",
+        "run_dir": f"/runs/{variant}/{protocol}/seed{seed}",
         "paper": {"table": "Table 3", "row": variant.upper(), "value": 0.1},
         "config": {"task": {"limit_train_batches": None, "limit_eval_batches": None}},
         "extra": {"throughput": {"molecules_per_second": None,

@@ -127,7 +127,8 @@ def peer(name: str, folder: Path | None = None) -> dict[str, Any] | None:
     The measured runs (``result.json`` for seed 0, ``seed<N>/result.json`` for the others;
     full runs only) give ``test_rmse`` and ``test_mae`` (any top-level ``test_*``) as means
     over the seeds, with ``*_std`` (None for one run) and ``*_values``, ``n_runs`` and
-    ``seeds``; the rest (params, version, machine, rates) is seed 0's. Without them,
+    ``seeds``, and ``where`` each seed ran; the rest (params, version, machine, rates) is
+    seed 0's. Without them,
     ``reported.json`` (one reported measurement) stands in."""
     folder = folder or PEERS / name
     files = [f for f in [folder / "result.json", *sorted(folder.glob("seed*/result.json"))]
@@ -146,6 +147,7 @@ def peer(name: str, folder: Path | None = None) -> dict[str, Any] | None:
         ref[f"{key}_std"] = statistics.stdev(values) if len(values) > 1 else None
         ref[f"{key}_values"] = values
     ref["n_runs"], ref["seeds"] = len(measured), [r.get("seed", 0) for r in measured]
+    ref["where"] = {r.get("seed", 0): compare.where(r) for r in measured}  # each seed's machine
     ref.setdefault("name", f"{name} {ref.get(f'{name}_version', '')}".strip())
     file = shown.relative_to(REPO_ROOT) if shown.is_relative_to(REPO_ROOT) else shown
     return {**ref, "origin": origin, "file": str(file)}

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from knn.paths import REPO_ROOT
-from knn.tools import cep_table, compare, judge, sst_table
+from knn.tools import cep_table, judge, sst_table
 from knn.tools.results import (
     RESULTS_ROOT,
     aggregate,
@@ -186,7 +186,14 @@ def chemprop_cells(out: Path) -> list[list[str]]:
     spread = pm("rmse", ref["test_rmse"], ref.get("test_rmse_std")) if len(values) > 1 else "-"
     return [[f"{ref['name']} (not in the paper)", "-", "-", f"{min(values):.4f}", spread,
              str(len(values)), f"{ref['params']:,}", "-", protocol, CEP_SUBSET,
-             compare.where(ref), _link([folder], out)]]
+             _peer_where(ref["where"]), _link([folder], out)]]
+
+
+def _peer_where(where: dict[int, str]) -> str:
+    """Where a peer's seeds ran: once when they agree, else per seed."""
+    if len(set(where.values())) == 1:
+        return next(iter(where.values()))
+    return "; ".join(f"seed {seed}: {place}" for seed, place in sorted(where.items()))
 
 
 def cep_notes() -> list[str]:

@@ -165,6 +165,7 @@ def test_peer_runs_are_the_mean_over_their_seeds(tmp_path: Path) -> None:
     assert ref["test_rmse"] == pytest.approx(0.94) and ref["test_rmse_std"] == pytest.approx(0.04)
     assert ref["test_rmse_values"] == [0.90, 0.94, 0.98]
     assert ref["molecules_per_second"] == 300.0  # seed 0's, on the CPU its machine names
+    assert ref["where"] == {0: "not recorded", 1: "not recorded", 2: "not recorded"}
 
 
 def test_every_declaration_in_the_experiment_files_is_the_papers() -> None:

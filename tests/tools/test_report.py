@@ -183,6 +183,9 @@ def test_table3_ends_with_chemprops_row_from_its_result_file(built: tuple[Path, 
     assert row[6] == f"{ref['params']:,}" and row[5] == str(len(values))
     assert "the same split" in row[8] and row[9] == report.CEP_SUBSET
     assert row[11].endswith("/experiments/peers/chemprop)")
+    where = report.cep_table.chemprop_reference()["where"]  # each seed's machine, as recorded
+    assert row[10] == (next(iter(where.values())) if len(set(where.values())) == 1 else
+                       "; ".join(f"seed {s}: {w}" for s, w in sorted(where.items())))
     # below the table, chemprop's reference, over its seeds (its target is cep/wln_tuned's,
     # which has no run here: not judged)
     notes = md.split("## Table 3", 1)[1]

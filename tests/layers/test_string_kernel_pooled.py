@@ -1,18 +1,48 @@
 """StringKernelLayer.forward_pooled (one autograd node) is bit for bit the composition it fuses."""
+from dataclasses import replace
+
 import pytest
 import torch
 
-from knn.layers.string_kernel import StringKernelConfig, StringKernelLayer
+from knn.layers.string_kernel import (DECAYS, MAPPINGS, OUTPUTS, StringKernelConfig,
+                                      StringKernelLayer)
 from knn.layers.string_kernel_pooled import pooled_layer_ref
 from knn.models.classifier import KernelClassifier, KernelClassifierConfig
 from knn.ops import linear as linear_ops
 from knn.ops import pooled as pooled_ops
 from knn.ops.dropout import dropout_mask
+from knn.ops.recurrence import ACTIVATIONS
 
 @pytest.fixture(autouse=True)
 def _fused(require_fused) -> None:
     """Runs only where the pooled node is built; fails where its build failed (conftest)."""
     require_fused("cpu_sst")
+
+#: The values each config field can take, for a field :data:`knn.ops.pooled.LAYER_SUPPORTS`
+#: declares as "any" (None); a declared tuple is tested as given. Numeric fields: a few
+#: points of their range.
+DOMAINS = {"n": (1, 2, 3), "mapping": MAPPINGS, "normalized": (True, False), "output": OUTPUTS,
+           "activation": ACTIVATIONS, "decay": DECAYS, "decay_value": (0.5, 0.8),
+           "highway": (True, False), "rnn_dropout": (0.0, 0.25)}
+BASE = StringKernelConfig(n=2, decay="gated_xh", highway=True, rnn_dropout=0.1)
+
+
+def declared_variants() -> dict[str, StringKernelConfig]:
+    """One config per value of each field the node declares, the others at :data:`BASE`'s
+    (``decay_value`` under a learned decay, where it is the initial λ)."""
+    variants = {}
+    for field, allowed in pooled_ops.LAYER_SUPPORTS.items():
+        for value in allowed if allowed is not None else DOMAINS[field]:
+            extra = {"decay": "learned"} if field == "decay_value" else {}
+            variants[f"{field}={value}"] = replace(BASE, **{field: value, **extra})
+    return variants
+
+
+def test_every_declared_field_has_values_to_test() -> None:
+    """A field the node declares as any value needs a domain here, else its values go
+    untested (the declaration itself is checked in tests/models/test_classifier_fused.py)."""
+    assert {f for f, allowed in pooled_ops.LAYER_SUPPORTS.items() if allowed is None} <= set(DOMAINS)
+
 
 CONFIGS = {
     # the SST classifier's layer (Table 2, gated λ)
@@ -51,12 +81,17 @@ def step(fn, layer, x, mask, p_in, use_h, seed=3):
     return h.detach(), z.detach(), x.grad, grads, torch.get_rng_state()
 
 
-@pytest.mark.parametrize("name", list(CONFIGS))
+VARIANTS = {**CONFIGS, **declared_variants()}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("use_h", [True, False])  # h feeds a next layer, or only its mean is used
 @pytest.mark.parametrize("d_in", [6, 8])  # 6: the highway's carry is projected
 def test_fused_node_equals_the_composition_bit_for_bit(name, dtype, use_h, d_in):
-    layer = StringKernelLayer(d_in, 8, CONFIGS[name]).to(dtype)
+    """Every declared variant (each value of each field the node declares) and the named
+    configs of the paper's rows."""
+    layer = StringKernelLayer(d_in, 8, VARIANTS[name]).to(dtype)
     x, mask = batch(d_in, dtype)
     fused = step(lambda l, *a: l.forward_pooled(*a), layer, x, mask, 0.35, use_h)
     ref = step(pooled_layer_ref, layer, x, mask, 0.35, use_h)

@@ -11,6 +11,11 @@ line per epoch), ``train.log``, and writes ``progress.json``: where the last che
 training seconds so far and the segments (:mod:`knn.train.segments`). A finished run's
 ``result.json`` replaces the record (``run_one.sh`` copies are then the result). Every
 file is written atomically.
+
+A run that had to start again (its machine went away with its checkpoints) is a new run:
+the record it replaces moves to ``<results folder>/superseded/<its first start>/`` and the
+new ``progress.json`` lists it under ``superseded``, so an attempt that was given up is
+never silently dropped from the row's history.
 """
 
 from __future__ import annotations
@@ -24,6 +29,34 @@ from knn.io import write_json
 from knn.train import checkpoint
 
 COPIED = ("PAUSED_AT.txt", "metrics.jsonl", "train.log")
+SUPERSEDED = "superseded"
+
+
+def first_start(events: list[str]) -> str | None:
+    """The first ``started ...`` line of a run's ``PAUSED_AT.txt``: what names one run."""
+    return next((e for e in events if e.startswith("started ")), None)
+
+
+def set_aside(dest: Path, run_events: list[str]) -> list[dict]:
+    """Move ``dest``'s record of an earlier run of the row (one whose first start is not
+    this run's) to ``dest/superseded/``; return the superseded attempts' summaries."""
+    old_file = dest / "progress.json"
+    old = json.loads(old_file.read_text()) if old_file.is_file() else None
+    earlier = list(old.get(SUPERSEDED, [])) if old else []
+    if old is None or first_start(old["events"]) == first_start(run_events):
+        return earlier
+    # "started 2026-12-02 13:46 UTC at b38116e" -> "2026-12-02_1346"
+    stamp = "_".join(first_start(old["events"]).split()[1:3]).replace(":", "")
+    where = dest / SUPERSEDED / stamp
+    where.mkdir(parents=True, exist_ok=True)
+    for name in (*COPIED, "progress.json"):
+        if (dest / name).is_file():
+            (dest / name).replace(where / name)
+    summary = {"record": f"{SUPERSEDED}/{stamp}", "events": old["events"],
+               "checkpoint": old["checkpoint"], "best_valid": old["best_valid"],
+               "best_epoch": old["best_epoch"]}
+    print(f"{dest}: the record of the run that started {stamp} moved to {where}")
+    return [*earlier, summary]
 
 
 def record(run_dir: Path) -> dict:
@@ -58,12 +91,13 @@ def main(argv: list[str]) -> int:
         print(f"error: {run_dir} has no {checkpoint.LAST}", file=sys.stderr)
         return 1
     dest.mkdir(parents=True, exist_ok=True)
+    progress = record(run_dir)
+    progress[SUPERSEDED] = set_aside(dest, progress["events"])
     for name in COPIED:
         if (run_dir / name).is_file():
             tmp = dest / f".{name}.tmp"
             shutil.copyfile(run_dir / name, tmp)
             tmp.replace(dest / name)
-    progress = record(run_dir)
     write_json(progress, dest / "progress.json")
     print(f"{dest}: epoch {progress['checkpoint']['epoch']} batch {progress['checkpoint']['batch']}"
           f" (step {progress['checkpoint']['step']}), best valid {progress['best_valid']}")

@@ -58,6 +58,7 @@ from knn.tools.rows import (  # noqa: F401  (GLOVE_6B_SST, SST_VECTORS: the name
     SST_VECTORS,
     Experiment,
     experiments,
+    per_seed,
     table_rows,
 )
 
@@ -186,14 +187,7 @@ def chemprop_cells(out: Path) -> list[list[str]]:
     spread = pm("rmse", ref["test_rmse"], ref.get("test_rmse_std")) if len(values) > 1 else "-"
     return [[f"{ref['name']} (not in the paper)", "-", "-", f"{min(values):.4f}", spread,
              str(len(values)), f"{ref['params']:,}", "-", protocol, CEP_SUBSET,
-             _peer_where(ref["where"]), _link([folder], out)]]
-
-
-def _peer_where(where: dict[int, str]) -> str:
-    """Where a peer's seeds ran: once when they agree, else per seed."""
-    if len(set(where.values())) == 1:
-        return next(iter(where.values()))
-    return "; ".join(f"seed {seed}: {place}" for seed, place in sorted(where.items()))
+             per_seed(ref["where"]), _link([folder], out)]]
 
 
 def cep_notes() -> list[str]:

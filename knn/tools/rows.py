@@ -135,7 +135,11 @@ def departures(e: Experiment, runs: list[dict[str, Any]]) -> list[str]:
 def where_ran(runs: list[dict[str, Any]]) -> str:
     """Where a row's runs trained (:func:`knn.train.segments.where`), once when they agree,
     else per seed."""
-    places = {r["seed"]: results.where(r) for r in runs}
+    return per_seed({r["seed"]: results.where(r) for r in runs})
+
+
+def per_seed(places: dict[int, str]) -> str:
+    """Where seeds ran (``{seed: place}``): once when they agree, else seed by seed."""
     if len(set(places.values())) == 1:
         return next(iter(places.values()))
     return "; ".join(f"seed {seed}: {where}" for seed, where in sorted(places.items()))

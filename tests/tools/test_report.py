@@ -237,3 +237,8 @@ def test_readme_headline_holds_the_papers_tables_only() -> None:
     titles = [line for line in lines if line.startswith("#### ")]
     assert titles and all(t.startswith("#### Table ") for t in titles)
     assert not any("Figure 2" in line for line in lines)
+
+
+def test_where_seeds_ran_is_said_once_when_they_agree_else_seed_by_seed() -> None:
+    assert report.per_seed({0: "CPU (A)", 1: "CPU (A)"}) == "CPU (A)"
+    assert report.per_seed({1: "CPU (B)", 0: "CPU (A)"}) == "seed 0: CPU (A); seed 1: CPU (B)"

@@ -410,3 +410,20 @@ def test_smoke_sized_keeps_overrides_together(tmp_path: Path) -> None:
     assert smoke_sized(words, tmp_path) == [
         "OMP_NUM_THREADS=1", "python", "-m", "knn.train", "experiment=x", "debug=smoke",
         f"hydra.run.dir={tmp_path / 'run'}", f"hydra.sweep.dir={tmp_path / 'sweep'}", "--cfg", "job"]
+
+
+QUEUED = sorted((REPO / "experiments/runner/queues").glob("*.txt"))
+#: What run_one.sh puts before a line's overrides (its own defaults, which the line may override).
+RUN_ONE_DEFAULTS = ["device=cpu", "threads=1", "train.progress=false", "train.checkpoint_every=1000"]
+
+
+@pytest.mark.parametrize("queue", QUEUED, ids=lambda p: p.name)
+def test_queued_runs_compose(queue: Path) -> None:
+    """Each run_one.sh line of a prepared queue trains a config that composes and passes
+    the schema check, in a run folder of its own."""
+    lines = [shlex.split(line) for line in queue.read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines and all(words[0] == "experiments/runner/run_one.sh" for words in lines)
+    problems = {words[2]: train_config_error(RUN_ONE_DEFAULTS + words[3:]) for words in lines}
+    assert {d: p for d, p in problems.items() if p} == {}
+    assert len(problems) == len(lines), "two lines share a run folder"

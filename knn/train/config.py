@@ -61,12 +61,17 @@ class TrainConfig:
     # bit-identical without it (knn.featurize.graph). An op without one warns (knn.train.rng).
     deterministic: bool = False
     progress: bool | None = None  # tqdm bars; None: only when stderr is a terminal
+    # Without a bar, a log line (step, running train metrics, s/step) at most every this
+    # many minutes, so that a detached run shows its pace; None: none.
+    log_minutes: float | None = 5.0
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.ema_decay is not None:
             check_decay(self.ema_decay)
+        if self.log_minutes is not None and self.log_minutes < 0:
+            raise ValueError(f"log_minutes must be >= 0 or null, got {self.log_minutes}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
 

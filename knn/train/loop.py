@@ -153,6 +153,9 @@ class Trainer:
             log.info("%s", run_length(self.t, self.schedule.lr_of))  # "run length: an epoch is ..."
         self.show = self.t.progress if self.t.progress is not None else sys.stderr.isatty()
         self.show = self.show and dist.is_main()
+        # A detached run (no bar) logs its pace instead, at most every `log_minutes`.
+        self.log_seconds = (None if self.show or self.t.log_minutes is None or not dist.is_main()
+                            else 60 * self.t.log_minutes)
         self.clock = time.monotonic() - self.p.elapsed  # a resumed run's budget counts earlier time
         self.commit = git_commit()  # the code this process runs, recorded in result.json
         self.segment = segments.begin(self.p, device_name(self.device), str(torch.__version__),
@@ -226,6 +229,7 @@ class Trainer:
         total, count = (p.loss_total, p.loss_count) if p.batch else (0.0, 0)
         every = self.t.checkpoint_every
         self.train_model.train()
+        logged = (time.monotonic(), p.step)  # the last progress line: when, at which step
         bar = tqdm(total=n_batches, initial=p.batch, desc=f"epoch {p.epoch}",
                    disable=not self.show, leave=False, dynamic_ncols=True)
         with bar:
@@ -247,6 +251,9 @@ class Trainer:
                 bar.update(1)
                 if self.show and p.step % 20 == 0:  # float() waits for the device: only when shown
                     bar.set_postfix(loss=f"{float(total) / count:.3f}", lr=f"{lr:.3g}")
+                if self.log_seconds is not None and time.monotonic() - logged[0] >= self.log_seconds:
+                    mean = float(total) / max(count, 1)
+                    logged = self._log_pace(n_batches, lr, mean, logged)
                 if self._limit_reached():
                     break
                 if every and p.step % every == 0 and p.batch < n_batches:
@@ -254,6 +261,16 @@ class Trainer:
                     self._save_last()  # a killed run loses at most `every` steps
         p.loss_total, p.loss_count = float(total), count
         return p.loss_total / count if count else None
+
+    def _log_pace(self, n_batches: int, lr: float, mean_loss: float,
+                  since: tuple[float, int]) -> tuple[float, int]:
+        """Log where the epoch is, its running train metrics and the seconds per step since
+        the last such line (``since``: its time and step); return this line's."""
+        p, now = self.p, time.monotonic()
+        log.info("epoch %d  batch %d of %d  step %d  lr %.4g  train %s  %.3g s/step", p.epoch,
+                 p.batch, n_batches, p.step, lr, _fmt(self.task.train_metrics(mean_loss)),
+                 (now - since[0]) / max(p.step - since[1], 1))
+        return now, p.step
 
     def optimize(self, loss: torch.Tensor) -> None:
         """One update: back-propagate ``loss``, clip the gradient norm, step, constrain."""

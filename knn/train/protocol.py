@@ -52,7 +52,7 @@ IGNORED = (
     "run_dir", "task.data.mirror", "task.data.cache_dir",
     # Which keys a model without them may drop; the values themselves are compared.
     "optional_keys",
-    "train.progress", "train.checkpoint_every", "train.resume",
+    "train.progress", "train.log_minutes", "train.checkpoint_every", "train.resume",
     # Deterministic kernels (torch.use_deterministic_algorithms, cudnn.deterministic):
     # the same computation; only the summation order of some GPU reductions (atomic
     # adds, cuDNN's algorithm choice) changes, i.e. rounding, not the protocol. An op

@@ -193,3 +193,25 @@ def test_truncated_checkpoint_is_one_line_error(train_smoke, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="cannot read checkpoint") as err:
         train_smoke(tmp_path, "train.resume=true")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("minutes", [0, None])
+def test_a_run_without_a_bar_logs_its_pace(train_smoke, tmp_path, caplog, minutes) -> None:
+    """``train.log_minutes=0``: a line after every step (smoke: 3 a epoch), whose running
+    train loss at the end of an epoch is that epoch's in metrics.jsonl; ``null``: none."""
+    with caplog.at_level("INFO", logger="knn.train.loop"):
+        train_smoke(tmp_path, f"train.log_minutes={'null' if minutes is None else minutes}")
+    paced = [r.getMessage() for r in caplog.records if r.getMessage().endswith("s/step")]
+    if minutes is None:
+        assert paced == []
+        return
+    assert [line.split("  ")[:3] for line in paced] == [
+        [f"epoch {e}", f"batch {b} of 3", f"step {3 * e + b}"] for e in (0, 1) for b in (1, 2, 3)]
+    epochs = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for line, epoch in zip(paced[2::3], epochs):
+        assert f"train loss={epoch['train']['loss']:.4g} " in line
+
+
+def test_log_minutes_must_not_be_negative(train_smoke, tmp_path) -> None:
+    with pytest.raises(ConfigError, match="log_minutes must be >= 0"):
+        train_smoke(tmp_path, "train.log_minutes=-1")

@@ -49,7 +49,8 @@ def test_the_experiment_itself_is_full(refs, experiment: str, stop_reason: str) 
 
 @pytest.mark.parametrize(("key", "value"), [
     ("threads", 1), ("device", "cpu"), ("seed", 4), ("keep_freed_memory", False),
-    ("train.progress", False), ("train.checkpoint_every", 200), ("train.resume", True),
+    ("train.progress", False), ("train.log_minutes", None), ("train.checkpoint_every", 200),
+    ("train.resume", True),
     ("train.deterministic", True), ("run_dir", "/tmp/run"), ("task.data.mirror", "/mirror"),
     ("task.data.cache_dir", "/cache"), ("variant", "renamed"), ("paper", None),
 ])

@@ -96,7 +96,9 @@ def _run(r: dict[str, Any]) -> dict[str, Any]:
             "epochs": r["epochs"], "steps": r["steps"], "best_epoch": r["best_epoch"],
             "draws": draws(r),
             "device": r.get("device"), "cpu_model": results.cpu_model(r),
-            "git_commit": r.get("git_commit"),
+            "torch_threads": (r.get("machine") or {}).get("torch_threads"),
+            "where": results.where(r), "git_commit": r.get("git_commit"),
+            "timeline": results.timeline(r["run_dir"]) if r.get("run_dir") else [],
             "command": r.get("command"), "run_dir": r.get("run_dir")}
 
 
@@ -230,14 +232,23 @@ def markdown(rows: list[dict[str, Any]], judged: list[str] | None = None,
               "loading; molecules/s counts whole training updates (collate, forward, backward, "
               "step), not validation.", "", "Runs (every run of every row):", ""]
     for r in rows:
-        for x in r["runs"]:
-            last = "" if x["test_rmse_last"] is None else \
-                f" (last epoch's weights: {x['test_rmse_last']:.4f})"
-            lines.append(f"- {r['variant']}, {r['protocol']}, seed {x['seed']}: valid RMSE "
-                         f"{x['valid_rmse']:.4f}, test RMSE {x['test_rmse']:.4f}{last}, best epoch "
-                         f"{x['best_epoch']}, {x['device']}, commit {x['git_commit']}, "
-                         f"{x['run_dir']}: `{x['command']}`")
+        lines += [run_line(r, x) for x in r["runs"]]
     return "\n".join(lines) + "\n"
+
+
+def run_line(row: dict[str, Any], x: dict[str, Any]) -> str:
+    """One run under the table: scores, best epoch, training time and rate, where and from
+    which commit it ran, the runner's start/pause/finish times, its folder and command."""
+    last = "" if x["test_rmse_last"] is None else \
+        f" (last epoch's weights: {x['test_rmse_last']:.4f})"
+    rate = "" if x["molecules_per_second"] is None else \
+        f", {x['molecules_per_second']:,.0f} molecules/s"
+    threads = "" if x["torch_threads"] is None else f", {x['torch_threads']} thread(s)"
+    when = f" [{'; '.join(x['timeline'])}]" if x["timeline"] else ""
+    return (f"- {row['variant']}, {row['protocol']}, seed {x['seed']}: valid RMSE "
+            f"{x['valid_rmse']:.4f}, test RMSE {x['test_rmse']:.4f}{last}, best epoch "
+            f"{x['best_epoch']}, {x['wall_seconds']:,.0f} s{rate}, {x['where'] or x['device']}"
+            f"{threads}, commit {x['git_commit']}{when}, {x['run_dir']}: `{x['command']}`")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,6 +61,9 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
             result("wln_tuned", 0.41, 0.92, seed=1, rate=760.0, paper=None, config=TUNED_CONFIG)]
     for i, r in enumerate(runs):
         write(tmp_path, f"run{i}", r)
+    (tmp_path / "run5" / "PAUSED_AT.txt").write_text(  # wln seed 0 was paused once by the runner
+        "started 2026-12-03 20:21 UTC at 5fc8fd8\nstopped 2026-12-03 20:44 UTC (exit 143)\n"
+        "started 2026-12-03 20:49 UTC at 5fc8fd8\nfinished 2026-12-03 21:40 UTC\n")
     write(tmp_path, "sst", {**result("wln", 0.1, 0.1), "task": "sst"})  # not a CEP run: ignored
     peers = tmp_path / "peers"
     peers.mkdir()
@@ -109,6 +112,12 @@ def test_rows_aggregate_seeds_and_main_writes_them(tmp_path: Path,
     assert "46,255 (fitted)" in md and "`knn.tools.judge`" in md
     for s in (0, 1, 2):  # every run is listed
         assert f"- wln, full, seed {s}: valid RMSE" in md
+    # with its time, rate, place, commit and the runner's timeline, from its files
+    assert ("- wln, full, seed 0: valid RMSE 0.5200, test RMSE 0.6000, best epoch 0, 120 s, "
+            "600 molecules/s, CPU (CPU A), commit abc [started 2026-12-03 20:21 UTC at 5fc8fd8; "
+            "stopped 2026-12-03 20:44 UTC (exit 143); started 2026-12-03 20:49 UTC at 5fc8fd8; "
+            f"finished 2026-12-03 21:40 UTC], {tmp_path / 'run5'}: "
+            "`python -m knn.train experiment=cep/wln seed=0`") in md.splitlines()
     assert "Reference (chemprop test, same split, reported, not re-run here" in md
     # cep/wln_tuned's declared target: 0.91 < 0.925 but MAE 0.455 > 0.401: not met
     [vs] = data["judged"]["versus_peers"]

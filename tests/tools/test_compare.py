@@ -50,3 +50,26 @@ def test_cli_reads_trainer_and_peer_results(tmp_path: Path, capsys) -> None:
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "nowhere")]) == 1
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
                          "--metric", "test_mae"]) == 1  # a one-line error, no traceback
+
+
+def test_per_epoch_table_and_run_sizes(tmp_path: Path, capsys) -> None:
+    curves = {"a": [100.0, 90.0, 85.5], "b": [110.0, 95.25]}  # b stopped after two epochs
+    for name, values in curves.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "result.json").write_text(json.dumps(
+            {"seed": 0, "metrics": {"test": {"ppl": values[-1]}}, "epochs": len(values),
+             "steps": 830 * len(values) + 7, "wall_seconds": 1800.0}))
+        logged = [{"epoch": e, "valid": {"ppl": v}} for e, v in enumerate(values)]
+        logged.append({"epoch": len(values), "partial": True, "valid": {"ppl": 1.0}})
+        (tmp_path / name / "metrics.jsonl").write_text("\n".join(map(json.dumps, logged)) + "\n")
+    assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"), "--metric",
+                         "test_ppl", "--names", "KNN", "LSTM", "--digits", "1",
+                         "--per-epoch", "valid_ppl"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "- KNN's runs: seed 0: 3 epochs, 2,497 steps, 30.0 min" in out
+    assert "- LSTM's runs: seed 0: 2 epochs, 1,667 steps, 30.0 min" in out
+    # full epochs only (the partial evaluation's 1.0 is left out), numbered from 1
+    assert out[-4:] == ["| run | 1 | 2 | 3 |", "|---|---|---|---|",
+                        "| KNN, seed 0 | 100.0 | 90.0 | 85.5 |", "| LSTM, seed 0 | 110.0 | 95.2 | - |"]
+    assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"), "--metric",
+                         "test_ppl", "--per-epoch", "valid_acc"]) == 1  # one line, no traceback

@@ -260,7 +260,7 @@ def test_write_takes_provenance_before_it_writes(tmp_path: Path, monkeypatch) ->
 
 
 def test_run_lines_give_commit_machine_and_the_runner_timeline(tmp_path: Path) -> None:
-    run = result("sst", "gated_fine", 4, 45.0, 44.0, best_epoch=1,
+    run = result("sst", "gated_fine", 4, 45.0, 44.0, best_epoch=1, steps=12_345,
                  git_commit="f773262" + "0" * 33 + "-dirty",
                  machine={"cpu_model": "AMD EPYC", "torch_threads": 1})
     root = write_runs(tmp_path / "runs", [run, result("sst", "gated_fine", 5, 46.0, 43.0)])
@@ -270,10 +270,11 @@ def test_run_lines_give_commit_machine_and_the_runner_timeline(tmp_path: Path) -
     [g] = aggregate(collect(root))
     logged, plain = markdown([g]).splitlines()[-2:]
     assert logged == (
-        "- gated_fine seed 4: valid 45.00, test 44.00, 5.0 min, 3 epochs (patience, best epoch 1"
+        "- gated_fine seed 4: valid 45.00, test 44.00, 5.0 min, 3 epochs, 12,345 steps (patience,"
+        " best epoch 1"
         " of 0-2), CPU (AMD EPYC), 1 thread(s), commit f773262-dirty [started 2026-11-29 11:31 UTC"
         " at f773262; stopped 2026-11-29 11:51 UTC (exit 143); started 2026-11-29 12:06 UTC at"
         " f773262; finished 2026-11-29 13:05 UTC]: `python -m knn.train seed=4`")
-    # A run without a commit, machine, best epoch or runner log says only what it has.
+    # A run without a step count, commit, machine, best epoch or runner log says only what it has.
     assert plain == ("- gated_fine seed 5: valid 46.00, test 43.00, 6.0 min, 3 epochs (patience),"
                      " CPU: `python -m knn.train seed=5`")

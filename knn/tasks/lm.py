@@ -166,7 +166,9 @@ class LanguageModeling:
         """The carried state of all ``batch_size`` columns (gathered from every process)."""
         tensors = [] if self.carry is None else self._model.state_to_tensors(self.carry)
         dim = self._model.state_batch_dim
-        return {"carry": [dist.gather_cat(t, dim) for t in tensors]}
+        # A carried state is often a view of the last step of a whole (T, B, d) output, and
+        # torch.save writes a view's whole storage: clone, so last.pt holds the state alone.
+        return {"carry": [dist.gather_cat(t, dim).clone() for t in tensors]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         dim = self._model.state_batch_dim

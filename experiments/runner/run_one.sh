@@ -20,7 +20,7 @@ fi
 # .current may outlive its machine, and a new machine reuses pids: the pid counts as this
 # run's trainer only if its command line names this run dir.
 pid=$(cat "$dir/.current" 2>/dev/null)
-if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF "hydra.run.dir=$dir "; then
+if [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -qF "hydra.run.dir=$dir "; then
   echo "run_one.sh: $dir is already training (pid $pid)" >&2; exit 2
 fi
 # A run killed with its machine (end of a working session) could not write its stop: note

@@ -6,6 +6,7 @@
 # (.git/info/exclude). Then, in a session lent a GPU, the device tool's call is
 #   command: BUDGET_S=540 PACK=<row> bash experiments/results/ptb/full/gpu_runs.sh <row>
 #   carry:   [".whl", ".devdata"]
+# followed, for a 20m run, by the FETCH calls and gpu_unpack.sh here (README.md beside this).
 set -euo pipefail
 cd "$(dirname "$0")/../../../.."
 py=${PYTHON:-.venv/bin/python}

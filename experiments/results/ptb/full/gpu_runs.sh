@@ -15,15 +15,38 @@
 #
 # Writes to $OUT: log.txt and, per variant, <variant>.tgz (the run directory
 # without checkpoints: result.json once finished, metrics.jsonl, train.log,
-# PAUSED_AT.txt, .hydra/). PACK=<variant> also writes that run's last.pt and
-# best.pt as <variant>.pt.tar.part-* (15 MiB pieces; join with cat) so that it
-# can resume on another machine: checkpoints are device-independent.
-# EXTRA adds overrides to every run (e.g. EXTRA=debug=smoke to try the script).
+# PAUSED_AT.txt, .hydra/). PACK=<variant> also packs that run's last.pt and
+# best.pt (unless it finished) so that it can resume on another machine:
+# checkpoints are device-independent. The pack is one tar cut into 15 MiB parts,
+# kept in outputs/gpu/pack/<variant>/ with its sha256. A call brings back at most
+# 64 MiB, so each call sends 4 parts; the two checkpoints of a 20m model (about
+# 156 MiB, 11 parts) need two more calls on the warm machine (it gives itself
+# back 30 s after a call), which train nothing and send the next 4 parts each:
+#   FETCH=1 bash experiments/results/ptb/full/gpu_runs.sh <variant>   (then FETCH=2)
+# A lost transfer is sent again by the same FETCH value. gpu_unpack.sh joins the
+# parts here, checks the sha256 and unpacks the run.
+# EXTRA adds overrides to every run (e.g. EXTRA=debug=smoke to try the script);
+# PART_BYTES sets the part size (split's -b, default 15M).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gpu_runs}; mkdir -p "$OUT"
 LOG=$OUT/log.txt
 deadline=$((SECONDS + ${BUDGET_S:-540}))
+
+send_parts() {  # $1: variant, $2: which 4 parts of its pack to send (0: the first 4)
+  local pack=outputs/gpu/pack/$1
+  if [ ! -f "$pack/sha256" ]; then echo "== $1: no checkpoint packed" | tee -a "$LOG"; return 1; fi
+  local parts=("$pack"/part-*) first=$(($2 * 4))
+  cp "$pack/sha256" "$OUT/$1.pt.tar.sha256"
+  for p in "${parts[@]:first:4}"; do cp "$p" "$OUT/$1.pt.tar.${p##*/}"; done
+  local sent=$((first + 4 < ${#parts[@]} ? first + 4 : ${#parts[@]}))
+  echo "== $1: checkpoint parts $((first + 1))-$sent of ${#parts[@]} sent$( [ "$sent" -lt ${#parts[@]} ] \
+    && echo "; the next call: FETCH=$(($2 + 1))")" | tee -a "$LOG"
+}
+if [ -n "${FETCH:-}" ]; then
+  for v in "$@"; do send_parts "$v" "$FETCH" || exit 1; done
+  exit 0
+fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site KNN_DATA_MIRROR=$PWD/.devdata KNN_DATA_CACHE=/tmp/knn-cache
 # The copy's file modes may differ from the checkout's; only content makes a tree dirty.
@@ -58,6 +81,12 @@ for v in "$@"; do
   tail -n 3 "${stdout[$v]}" | grep -i -E "error|exception" | tee -a "$LOG"  # this call's run only
   tar czf "$OUT/$v.tgz" --exclude='*.pt' -C "$d" .
   if [ "${PACK:-}" = "$v" ] && [ ! -f "$d/result.json" ]; then
-    tar cf - -C "$d" last.pt best.pt | split -b 15M - "$OUT/$v.pt.tar.part-"
+    pack=outputs/gpu/pack/$v; rm -rf "$pack"; mkdir -p "$pack"
+    pts=$(cd "$d" && ls last.pt best.pt 2>/dev/null)  # no best.pt before the first validation
+    if [ -z "$pts" ]; then echo "== $v: no checkpoint to pack yet" | tee -a "$LOG"; continue; fi
+    tar cf "$pack/pt.tar" -C "$d" $pts
+    sha256sum "$pack/pt.tar" | cut -d' ' -f1 > "$pack/sha256"
+    split -b "${PART_BYTES:-15M}" "$pack/pt.tar" "$pack/part-" && rm "$pack/pt.tar"
+    send_parts "$v" 0
   fi
 done

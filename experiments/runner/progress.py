@@ -8,9 +8,12 @@ machine is replaced, each session copies into ``<results folder>`` the run's
 ``PAUSED_AT.txt`` (every start, pause and resume, with its commit), ``metrics.jsonl`` (one
 line per epoch), ``train.log``, and writes ``progress.json``: where the last checkpoint is
 (epoch, batch, step), the epochs finished, the best validation so far and its epoch, the
-training seconds so far and the segments (:mod:`knn.train.segments`). A finished run's
-``result.json`` replaces the record (``run_one.sh`` copies are then the result). Every
-file is written atomically.
+training seconds so far and the segments (:mod:`knn.train.segments`).
+
+Run on a finished run (its run dir holds ``result.json``), the same command lands it: it
+copies ``result.json`` with the three files and removes ``progress.json``, so the folder
+holds the result, and the tables regenerated from it show the row. Every file is written
+atomically.
 
 A run that had to start again (its machine went away with its checkpoints) is a new run:
 the record it replaces moves to ``<results folder>/superseded/<its first start>/`` and the
@@ -29,6 +32,7 @@ from knn.io import write_json
 from knn.train import checkpoint
 
 COPIED = ("PAUSED_AT.txt", "metrics.jsonl", "train.log")
+RESULT = "result.json"
 SUPERSEDED = "superseded"
 
 
@@ -70,7 +74,7 @@ def record(run_dir: Path) -> dict:
         if (run_dir / "PAUSED_AT.txt").is_file() else []
     cfg = state["config"]
     return {
-        "status": "finished" if (run_dir / "result.json").is_file() else "training, not finished",
+        "status": "training, not finished",
         "variant": cfg.get("variant"), "seed": cfg.get("seed"),
         "checkpoint": {"epoch": p["epoch"], "batch": p["batch"], "step": p["step"]},
         "epochs_finished": p["epoch"], "max_epochs": cfg["train"]["max_epochs"],
@@ -82,22 +86,43 @@ def record(run_dir: Path) -> dict:
     }
 
 
+def copy_files(run_dir: Path, dest: Path, names: tuple[str, ...]) -> None:
+    """Copy ``names`` that exist in ``run_dir`` into ``dest``, each atomically."""
+    for name in names:
+        if (run_dir / name).is_file():
+            tmp = dest / f".{name}.tmp"
+            shutil.copyfile(run_dir / name, tmp)
+            tmp.replace(dest / name)
+
+
+def land(run_dir: Path, dest: Path) -> None:
+    """Replace ``dest``'s progress record by the finished run's files (an earlier attempt's
+    record, one with another first start, moves to ``superseded/`` first)."""
+    events = (run_dir / "PAUSED_AT.txt").read_text().splitlines() \
+        if (run_dir / "PAUSED_AT.txt").is_file() else []
+    set_aside(dest, events)
+    copy_files(run_dir, dest, (*COPIED, RESULT))
+    (dest / "progress.json").unlink(missing_ok=True)
+    print(f"{dest}: landed the finished run ({RESULT}, {', '.join(COPIED)});"
+          " regenerate the tables that read this folder")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1].strip(), file=sys.stderr)
         return 2
     run_dir, dest = Path(argv[0]), Path(argv[1])
+    if (run_dir / RESULT).is_file():
+        dest.mkdir(parents=True, exist_ok=True)
+        land(run_dir, dest)
+        return 0
     if not (run_dir / checkpoint.LAST).is_file():
-        print(f"error: {run_dir} has no {checkpoint.LAST}", file=sys.stderr)
+        print(f"error: {run_dir} has neither {RESULT} nor {checkpoint.LAST}", file=sys.stderr)
         return 1
     dest.mkdir(parents=True, exist_ok=True)
     progress = record(run_dir)
     progress[SUPERSEDED] = set_aside(dest, progress["events"])
-    for name in COPIED:
-        if (run_dir / name).is_file():
-            tmp = dest / f".{name}.tmp"
-            shutil.copyfile(run_dir / name, tmp)
-            tmp.replace(dest / name)
+    copy_files(run_dir, dest, COPIED)
     write_json(progress, dest / "progress.json")
     print(f"{dest}: epoch {progress['checkpoint']['epoch']} batch {progress['checkpoint']['batch']}"
           f" (step {progress['checkpoint']['step']}), best valid {progress['best_valid']}")

@@ -36,6 +36,12 @@ RESULT = "result.json"
 SUPERSEDED = "superseded"
 
 
+def read_events(run_dir: Path) -> list[str]:
+    """The lines of ``run_dir``'s ``PAUSED_AT.txt`` (every start and stop), or none."""
+    path = run_dir / "PAUSED_AT.txt"
+    return path.read_text().splitlines() if path.is_file() else []
+
+
 def first_start(events: list[str]) -> str | None:
     """The first ``started ...`` line of a run's ``PAUSED_AT.txt``: what names one run."""
     return next((e for e in events if e.startswith("started ")), None)
@@ -70,8 +76,7 @@ def record(run_dir: Path) -> dict:
     lines = (run_dir / "metrics.jsonl").read_text().splitlines() \
         if (run_dir / "metrics.jsonl").is_file() else []
     epochs = [json.loads(line) for line in lines if line.strip()]
-    events = (run_dir / "PAUSED_AT.txt").read_text().splitlines() \
-        if (run_dir / "PAUSED_AT.txt").is_file() else []
+    events = read_events(run_dir)
     cfg = state["config"]
     return {
         "status": "training, not finished",
@@ -98,9 +103,7 @@ def copy_files(run_dir: Path, dest: Path, names: tuple[str, ...]) -> None:
 def land(run_dir: Path, dest: Path) -> None:
     """Replace ``dest``'s progress record by the finished run's files (an earlier attempt's
     record, one with another first start, moves to ``superseded/`` first)."""
-    events = (run_dir / "PAUSED_AT.txt").read_text().splitlines() \
-        if (run_dir / "PAUSED_AT.txt").is_file() else []
-    set_aside(dest, events)
+    set_aside(dest, read_events(run_dir))
     copy_files(run_dir, dest, (*COPIED, RESULT))
     (dest / "progress.json").unlink(missing_ok=True)
     print(f"{dest}: landed the finished run ({RESULT}, {', '.join(COPIED)});"

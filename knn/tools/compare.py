@@ -16,7 +16,9 @@ each ``result.json``. The verdict of A against B:
 * ``ahead`` / ``behind``: the means differ by more than the larger of the two stds;
 * ``within the spread``: they differ by no more than that (seed noise could flip them);
 * with one run on each side there is no spread: ``ahead (one run each, no spread
-  measured)`` and so on.
+  measured)`` and so on;
+* with one run on one side only, that side's spread is unknown and the other's stands
+  in: ``ahead (spread measured on one side only)`` and so on.
 
 The same function judges every stated comparison in the project's tables
 (:mod:`knn.tools.cep_table`'s chemprop reference too), so a sentence in a README is the
@@ -64,7 +66,10 @@ def verdict(a: dict[str, Any], b: dict[str, Any], higher_is_better: bool) -> str
     within = results.within_spread(a["mean"], b["mean"], [a["std"], b["std"]])
     if within is None:
         return f"{word} (one run each, no spread measured)"
-    return "within the spread" if within else word
+    standing = "within the spread" if within else word
+    if a["std"] is None or b["std"] is None:
+        return f"{standing} (spread measured on one side only)"
+    return standing
 
 
 def fmt(side: dict[str, Any], digits: int) -> str:

@@ -232,7 +232,7 @@ def _peer_line(p: dict[str, Any]) -> str:
         ours = "-" if r["ours"] is None else f"{r['ours']:.0f}"
         parts.append(f"whole-run {r['count']}/s {ours} vs {r['peer']:.0f}, at or above: {standing}")
     verdict = {True: "met", False: "not met", None: "open"}[p["met"]]
-    close = [m["metric"] for m in p["metrics"] if m["verdict"] == "within the spread"]
+    close = [m["metric"] for m in p["metrics"] if m["verdict"].startswith("within the spread")]
     if p["met"] and close:  # better in the mean only: seed noise could flip it
         verdict += f" in the mean, within the spread on {', '.join(close)}"
     return (f"- target `{p['experiment']}` ({p['label']}) against {peer_['name']} "

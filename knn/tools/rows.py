@@ -123,13 +123,24 @@ def departures(e: Experiment, runs: list[dict[str, Any]]) -> list[str]:
     """Every known departure of a row from the paper, one short line each: the data or
     vectors substituted, those its experiment file declares (``paper.departures``), where
     its runs trained when that was not one machine with the pinned torch
-    (:func:`knn.train.segments.departure`), and provenance its runs lack."""
+    (:func:`knn.train.segments.departure`; prefixed with the seeds it holds for when not
+    every run shares it), and provenance its runs lack."""
     pinned = pinned_versions().get("torch")
     found = [run_substitution(r) for r in runs]  # the data or vectors first: the largest
     found += e.paper.get("departures") or []
-    found += [segments.departure(segments.of(r), pinned) for r in runs]
+    seeds_of: dict[str, list[int]] = {}
+    for r in runs:
+        if d := segments.departure(segments.of(r), pinned):
+            seeds_of.setdefault(d, []).append(r["seed"])
+    found += [d if len(seeds) == len(runs) else f"{seed_list(seeds)}: {d}"
+              for d, seeds in seeds_of.items()]
     found.append(provenance_gaps(runs))
     return list(dict.fromkeys(d for d in found if d))  # first-seen order, once each
+
+
+def seed_list(seeds: list[int]) -> str:
+    """``seed 0`` or ``seeds 0, 2``."""
+    return f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, sorted(seeds)))}"
 
 
 def where_ran(runs: list[dict[str, Any]]) -> str:

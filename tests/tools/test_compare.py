@@ -21,6 +21,11 @@ def test_verdict_uses_the_larger_std() -> None:
     assert compare.verdict(side(0.67, 0.68), side(0.50, 0.52), False) == "behind"
     assert compare.verdict(side(0.5), side(0.6), False) == "ahead (one run each, no spread measured)"
     assert compare.verdict(side(0.5), side(0.6), True) == "behind (one run each, no spread measured)"
+    # One side of one run: the other side's std (0.01) stands in, and the verdict says so.
+    assert compare.verdict(side(0.50), side(0.60, 0.62), False) == \
+        "ahead (spread measured on one side only)"
+    assert compare.verdict(side(0.605), side(0.60, 0.62), False) == \
+        "within the spread (spread measured on one side only)"
 
 
 def test_summary_and_line() -> None:
@@ -29,7 +34,7 @@ def test_summary_and_line() -> None:
     assert s["std"] == pytest.approx(0.022212, abs=1e-6)
     text = compare.line("WLN", s, "chemprop", side(0.6724), "test_rmse", False)
     assert text == ("test_rmse (lower is better): WLN 0.5135 ± 0.0222 (n=3; best 0.4897) "
-                    "against chemprop 0.6724 (n=1): **ahead**")
+                    "against chemprop 0.6724 (n=1): **ahead (spread measured on one side only)**")
 
 
 def test_cli_reads_trainer_and_peer_results(tmp_path: Path, capsys) -> None:
@@ -44,7 +49,8 @@ def test_cli_reads_trainer_and_peer_results(tmp_path: Path, capsys) -> None:
                          "--names", "ours", "peer", "--out", str(out)]) == 0
     data = json.loads(out.with_suffix(".json").read_text())
     [c] = data["comparisons"]
-    assert c["verdict"] == "ahead" and c["a"]["n"] == 2 and c["b"]["values"] == [0.67]
+    assert c["verdict"] == "ahead (spread measured on one side only)"
+    assert c["a"]["n"] == 2 and c["b"]["values"] == [0.67]
     assert "ours 0.5100 ± 0.0141 (n=2; best 0.5000) against peer 0.6700 (n=1)" in capsys.readouterr().out
     assert data["where"] == [["not recorded"], ["not recorded"]]  # the fakes record no device
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "nowhere")]) == 1

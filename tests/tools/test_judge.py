@@ -84,7 +84,7 @@ def test_a_closed_form_row_stands_in_under_a_schedule_change_but_not_other_data(
     mean = row("cep", "mean", {"value": 2.4}, [2.5], **fitted)
     nfp = row("cep", "nfp", {"value": 0.14, "better_than": ["cep/mean"]}, [1.2, 1.3], MODIFIED)
     [o] = judge.ordering([nfp, mean])
-    assert o["stand_in"] and o["verdict"] == "ahead"
+    assert o["stand_in"] and o["verdict"] == "ahead (spread measured on one side only)"
     assert "its closed-form fit of the full protocol" in "\n".join(judge.markdown([nfp, mean]))
     other_data = row("cep", "nfp", {"better_than": ["cep/mean"]}, [1.2], "modified (task.data.path=x)")
     assert judge.ordering([other_data, mean]) == []
@@ -114,14 +114,14 @@ def tuned(tests: list[float], **fields) -> dict:
 def test_a_peer_target_compares_means_with_both_spreads_and_whole_run_rates() -> None:
     [vs] = judge.versus_peers([tuned([0.90, 0.92])], {"chemprop": CHEMPROP})
     rmse, mae = vs["metrics"]
-    assert (rmse["ours"]["mean"], rmse["better"], rmse["verdict"]) == (pytest.approx(0.91), True, "ahead")
-    assert (mae["ours"]["mean"], mae["better"], mae["verdict"]) == (pytest.approx(0.455), False, "behind")
+    assert (rmse["ours"]["mean"], rmse["better"], rmse["verdict"]) == (pytest.approx(0.91), True, "ahead (spread measured on one side only)")
+    assert (mae["ours"]["mean"], mae["better"], mae["verdict"]) == (pytest.approx(0.455), False, "behind (spread measured on one side only)")
     assert vs["rate"]["ours"] == pytest.approx(700.0) and vs["rate"]["holds"] is False
     assert vs["met"] is False
     text = "\n".join(judge.markdown([tuned([0.90, 0.92])], {"chemprop": CHEMPROP}))
     assert "against chemprop test (reported, `peers/chemprop`)" in text and "**not met**" in text
     assert ("test_rmse (lower is better): `cep/wln_tuned` 0.9100 ± 0.0141 (n=2; best 0.9000) "
-            "against chemprop test 0.9250 (n=1): **ahead**") in text
+            "against chemprop test 0.9250 (n=1): **ahead (spread measured on one side only)**") in text
     good = {**CHEMPROP, "test_mae": 0.5, "molecules_per_second": 600}
     assert judge.versus_peers([tuned([0.90, 0.92])], {"chemprop": good})[0]["met"] is True
     # met in the mean, but MAE 0.455 ± 0.007 against 0.46 ± 0.03: within the spread

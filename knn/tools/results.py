@@ -102,6 +102,13 @@ def where(result: dict[str, Any]) -> str:
     return segments.where(segments.of(result))
 
 
+def threads(result: dict[str, Any]) -> str | None:
+    """The torch threads a run trained with, part by part (:func:`knn.train.segments.threads`)."""
+    from knn.train import segments
+
+    return segments.threads(segments.of(result))
+
+
 def timeline(run_dir: str | Path) -> list[str]:
     """The runner's events for a run ("started ... at <commit>", "stopped ...",
     "finished ..."), oldest first; empty when the run was not made by the runner."""
@@ -224,7 +231,7 @@ def aggregate(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                       "stop_reason": r.get("stop_reason"), "device": r.get("device"),
                       "git_commit": r.get("git_commit"), "command": r.get("command"),
                       "cpu_model": cpu_model(r),
-                      "torch_threads": (r.get("machine") or {}).get("torch_threads"),
+                      "threads": threads(r),
                       "where": where(r),
                       "timeline": timeline(r["run_dir"]), "run_dir": r["run_dir"]}
                      for r, v, t in zip(members, valid, test)],
@@ -283,7 +290,7 @@ def run_line(variant: str, metric: str, run: dict[str, Any]) -> str:
     short = commit[:7] + ("-dirty" if commit.endswith("-dirty") else "")
     where = ", ".join(str(x) for x in (
         run.get("where") or run["device"],
-        None if run.get("torch_threads") is None else f"{run['torch_threads']} thread(s)",
+        run.get("threads"),
         f"commit {short}" if short else None) if x)
     when = f" [{'; '.join(run['timeline'])}]" if run.get("timeline") else ""
     steps = "" if run.get("steps") is None else f", {run['steps']:,} steps"

@@ -125,6 +125,31 @@ def where(segments: list[dict[str, Any]]) -> str:
     return "; then ".join(f"{name(p)}: {_span(p)}" for p in merged)
 
 
+def threads(segments: list[dict[str, Any]]) -> str | None:
+    """The torch threads a run trained with: ``1 thread(s)`` when every segment used one
+    count; ``1 thread(s) for steps 0-400, then 2 for steps 400-41,500`` when it changed
+    (a thread count changes speed, and on CPU the last digits of the numbers). None when
+    no segment recorded it."""
+    runs: list[list[Any]] = []  # [threads, start, end] over consecutive equal counts
+    for s in segments:
+        n = s.get("torch_threads")
+        if runs and runs[-1][0] == n:
+            runs[-1][2] = s["end"]
+        else:
+            runs.append([n, s["start"], s["end"]])
+    if all(n is None for n, _, _ in runs):
+        return None
+    if len(runs) == 1:
+        return f"{runs[0][0]} thread(s)"
+    def steps(start: dict[str, Any], end: dict[str, Any]) -> str:
+        if start.get("step") is None or end.get("step") is None:
+            return "steps not recorded"
+        return f"steps {start['step']:,}-{end['step']:,}"
+    return ", then ".join(
+        f"{'not recorded' if n is None else n}{' thread(s)' if i == 0 else ''} for "
+        f"{steps(start, end)}" for i, (n, start, end) in enumerate(runs))
+
+
 def base_version(version: str | None) -> str | None:
     """``2.13.0+cpu`` -> ``2.13.0``."""
     return None if version is None else version.split("+", 1)[0]

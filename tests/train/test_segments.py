@@ -38,6 +38,17 @@ def test_a_move_and_an_unpinned_torch_are_departures() -> None:
     assert segments.departure(run[1:], "2.13.0") is None
 
 
+def test_threads_are_named_once_or_part_by_part() -> None:
+    one = seg("cpu", "2.13.0+cpu", "AMD EPYC", (0, 0, 0), (0, 400, 400), 170.0)
+    two = seg("cpu", "2.13.0+cpu", "AMD EPYC", (0, 400, 400), (50, 0, 41500), 11000.0)
+    again = seg("cpu", "2.13.0+cpu", "AMD EPYC", (50, 0, 41500), (60, 0, 49800), 900.0)
+    one["torch_threads"], two["torch_threads"], again["torch_threads"] = 1, 2, 2
+    assert segments.threads([two, again]) == "2 thread(s)"
+    assert segments.threads([one, two, again]) == \
+        "1 thread(s) for steps 0-400, then 2 for steps 400-49,800"
+    assert segments.threads([seg("cpu", "2.13.0+cpu", "AMD EPYC", (0, 0, 0), (1, 0, 9), 1.0)]) is None
+
+
 def test_result_without_segments_gives_one_derived_segment() -> None:
     result = {"device": "cpu", "torch_version": "2.13.0+cpu", "epochs": 50, "steps": 41500,
               "wall_seconds": 12.5, "machine": {"cpu_model": "AMD EPYC", "logical_cores": 2,

@@ -128,8 +128,7 @@ def where(segments: list[dict[str, Any]]) -> str:
 def threads(segments: list[dict[str, Any]]) -> str | None:
     """The torch threads a run trained with: ``1 thread(s)`` when every segment used one
     count; ``1 thread(s) for steps 0-400, then 2 for steps 400-41,500`` when it changed
-    (a thread count changes speed, and on CPU the last digits of the numbers). None when
-    no segment recorded it."""
+    (a thread count changes speed). None when no segment recorded it."""
     runs: list[list[Any]] = []  # [threads, start, end] over consecutive equal counts
     for s in segments:
         n = s.get("torch_threads")

@@ -96,7 +96,7 @@ def _run(r: dict[str, Any]) -> dict[str, Any]:
             "epochs": r["epochs"], "steps": r["steps"], "best_epoch": r["best_epoch"],
             "draws": draws(r),
             "device": r.get("device"), "cpu_model": results.cpu_model(r),
-            "torch_threads": (r.get("machine") or {}).get("torch_threads"),
+            "threads": results.threads(r),
             "where": results.where(r), "git_commit": r.get("git_commit"),
             "timeline": results.timeline(r["run_dir"]) if r.get("run_dir") else [],
             "command": r.get("command"), "run_dir": r.get("run_dir")}
@@ -243,7 +243,7 @@ def run_line(row: dict[str, Any], x: dict[str, Any]) -> str:
         f" (last epoch's weights: {x['test_rmse_last']:.4f})"
     rate = "" if x["molecules_per_second"] is None else \
         f", {x['molecules_per_second']:,.0f} molecules/s"
-    threads = "" if x["torch_threads"] is None else f", {x['torch_threads']} thread(s)"
+    threads = "" if x["threads"] is None else f", {x['threads']}"
     when = f" [{'; '.join(x['timeline'])}]" if x["timeline"] else ""
     return (f"- {row['variant']}, {row['protocol']}, seed {x['seed']}: valid RMSE "
             f"{x['valid_rmse']:.4f}, test RMSE {x['test_rmse']:.4f}{last}, best epoch "

@@ -87,17 +87,17 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     ``experiment=`` names the protocol the run is labelled against
     (:mod:`knn.train.protocol`), composed now, as the run starts.
     """
-    try:
-        reference = reference_config(experiment_of(overrides or []), group_choices(overrides or []))
-        trainer = Trainer(resolve_config(cfg))
-        stop_reason = trainer.fit()
-        result = trainer.finish(stop_reason, overrides or [], reference)
-        # Leave together: a gloo process that tears its group down while a peer still
-        # writes the results can abort at exit ("terminate called without an active exception").
-        dist.barrier()
-        return result
-    finally:
-        dist.shutdown()  # leave torchrun's process group, if the trainer joined one
+    reference = reference_config(experiment_of(overrides or []), group_choices(overrides or []))
+    trainer = Trainer(resolve_config(cfg))
+    stop_reason = trainer.fit()
+    result = trainer.finish(stop_reason, overrides or [], reference)
+    # Leave together: a gloo process that tears its group down while a peer still
+    # writes the results can abort at exit ("terminate called without an active exception").
+    # A rank that raised never gets here: tearing the group down while a peer waits in a
+    # collective can deadlock both, whereas its exit lets torchrun stop the peers.
+    dist.barrier()
+    dist.shutdown()  # leave torchrun's process group, if the trainer joined one
+    return result
 
 
 class Trainer:

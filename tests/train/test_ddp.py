@@ -79,11 +79,22 @@ def run(compose: Callable, task: str, run_dir: str, *extra: str) -> dict:
     return result
 
 
+#: Seconds a torchrun launch may take; a worker still running WORKER_STACKS_AFTER seconds
+#: in prints every thread's stack and exits, so that a hang fails with where it hung.
+LAUNCH_TIMEOUT, WORKER_STACKS_AFTER = 300, 240
+
+
 def torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            __file__, *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=LAUNCH_TIMEOUT)
+    except subprocess.TimeoutExpired as e:  # fail with what the launch printed so far
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+        return subprocess.CompletedProcess(cmd, -9, e.stdout,
+                                           f"{err or ''}\nno exit after {LAUNCH_TIMEOUT} s")
 
 
 def why(proc: subprocess.CompletedProcess) -> str:
@@ -152,6 +163,9 @@ def test_a_run_resumes_on_another_number_of_processes(tmp_path: Path, compose_cf
 
 
 if __name__ == "__main__":  # a torchrun worker: <task> <run_dir> <overrides...>
+    import faulthandler
+
+    faulthandler.dump_traceback_later(WORKER_STACKS_AFTER, exit=True)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/conftest.py
     import conftest
 

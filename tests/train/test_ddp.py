@@ -92,9 +92,9 @@ def torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
                               timeout=LAUNCH_TIMEOUT)
     except subprocess.TimeoutExpired as e:  # fail with what the launch printed so far
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
-        return subprocess.CompletedProcess(cmd, -9, e.stdout,
-                                           f"{err or ''}\nno exit after {LAUNCH_TIMEOUT} s")
+        out, err = (x.decode(errors="replace") if isinstance(x, bytes) else x or ""
+                    for x in (e.stdout, e.stderr))  # bytes on a timeout, even with text=True
+        return subprocess.CompletedProcess(cmd, -9, out, f"{err}\nno exit after {LAUNCH_TIMEOUT} s")
 
 
 def why(proc: subprocess.CompletedProcess) -> str:

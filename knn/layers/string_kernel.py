@@ -141,8 +141,9 @@ class StringKernelLayer(nn.Module):
     def init_gate_jointly(self) -> None:
         """Redraw the decay gate's W_λ and U_λ as one [x; h] block, uniform ±√(3/(d_in + d)).
 
-        The authors' SST code (their ``RecurrentLayer``) draws λ_t's weights this way;
-        :meth:`reset_parameters` draws each from its own fan-in (±√(3/d_in), ±√(3/d)).
+        The authors' Theano code (its ``RecurrentLayer``, in their SST and PTB models) draws
+        λ_t's weights this way; :meth:`reset_parameters` draws each from its own fan-in
+        (±√(3/d_in), ±√(3/d)).
         Only for ``gated_xh`` decay, the one with both parts.
         """
         if self.weight_h is None:

@@ -17,19 +17,26 @@ network's own.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor, nn
 
-from knn.layers.string_kernel import KernelState, StringKernelConfig, StringKernelNet
+from knn.layers.string_kernel import (
+    KernelState,
+    StringKernelConfig,
+    StringKernelLayer,
+    StringKernelNet,
+)
 from knn.ops.dropout import Dropout
 from knn.ops.linear import Linear
 
 LSTMState = tuple[Tensor, Tensor]  # (h, c), each (depth, B, d)
 # A learned decay starts at the configured λ (the layer sets its logit), not 0.
 _KEEP_INIT = ("decay_logit",)
+INITS = ("authors",)  # besides None: this library's default
 
 
 @dataclass
@@ -42,6 +49,16 @@ class KernelLMConfig:
     dropout: float = 0.5  # on embeddings and on the top layer's output
     tie: bool = True
     kernel: StringKernelConfig = field(default_factory=StringKernelConfig)
+    # None: every matrix ±√(3/d), as the authors' PyTorch lm/train_knn.py; "authors": the
+    # gated_xh decay gate drawn as their Theano lm code draws it (KernelLM.init_as_authors).
+    init: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.init is not None and self.init not in INITS:
+            raise ValueError(f"init must be null or one of {INITS}, got {self.init!r}")
+        if self.init == "authors" and self.kernel.decay != "gated_xh":
+            raise ValueError(f"init 'authors' redraws the gate of decay 'gated_xh' only; decay "
+                             f"{self.kernel.decay!r} initialises as with init null")
 
 
 @dataclass
@@ -87,7 +104,9 @@ class _TiedLM(nn.Module):
         return self.decoder(self.drop(h)), state  # (T,B,V)
 
     def reset_parameters(self, keep: tuple[str, ...] = ()) -> None:
-        """The authors' init: matrices U(±sqrt(3/d)), vectors zero.
+        """Matrices U(±sqrt(3/d)), vectors zero: the init of the authors' PyTorch
+        ``lm/train_knn.py``, and of their Theano ``nn`` for every weight but one (see
+        :meth:`KernelLM.init_as_authors`).
 
         Parameters whose name contains one of ``keep`` are left as their
         module initialised them (e.g. a learned decay that starts at a set λ).
@@ -112,6 +131,17 @@ class KernelLM(_TiedLM):
         super().__init__(vocab_size, cfg.hidden, cfg.dropout, cfg.tie)
         self.rnn = StringKernelNet(cfg.hidden, cfg.hidden, cfg.depth, cfg.kernel)
         self.reset_parameters(keep=_KEEP_INIT)
+        if cfg.init == "authors":
+            self.init_as_authors()
+
+    def init_as_authors(self) -> None:
+        """Redraw each layer's decay gate W_λ, U_λ as one [x; h] block, ±√(3/(2d))
+        (:meth:`StringKernelLayer.init_gate_jointly`), as the authors' Theano ``lm`` code
+        (its ``RecurrentLayer``), whose cell the gated_xh decay is, draws it;
+        :meth:`reset_parameters` gives each part ±√(3/d). Their PyTorch script's cell
+        gates on x alone and draws every matrix ±√(3/d)."""
+        for layer in cast("Iterable[StringKernelLayer]", self.rnn.layers):
+            layer.init_gate_jointly()
 
     def encode(
         self, x: Tensor, state: list[KernelState] | None

@@ -1,4 +1,4 @@
-"""KernelLM and LSTMLM: shapes, weight tying, the authors' init, state round trip."""
+"""KernelLM and LSTMLM: shapes, weight tying, the two inits, state round trip."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_carried_state_equals_one_pass(model) -> None:
     torch.testing.assert_close(torch.cat([first, second]), whole)
 
 
-def test_authors_init() -> None:
+def test_default_init() -> None:
+    """Matrices ±√(3/d), vectors zero (the authors' PyTorch script), a learned λ as set."""
     model = KernelLM(KernelLMConfig(hidden=8, depth=1, kernel=LEARNED), V)
     bound = math.sqrt(3.0 / 8)
     for name, p in model.named_parameters():
@@ -56,6 +57,36 @@ def test_authors_init() -> None:
             assert p.abs().max() <= bound and p.abs().max() > 0.5 * bound, name
         else:
             assert torch.all(p == 0), name
+
+
+def _extent(w: torch.Tensor, bound: float) -> float:
+    """max |w| / bound: at most 1 for a uniform ±bound draw, and near 1 for a large one."""
+    return w.abs().max().item() / bound
+
+
+@pytest.mark.parametrize("init", [None, "authors"])
+def test_init_authors_draws_the_decay_gate_jointly(init: str | None) -> None:
+    """``init: authors`` draws each layer's W_λ and U_λ from ±√(3/(2d)), as the authors'
+    Theano RecurrentLayer draws an (n_in + n_out, n_out) block; every other matrix, and
+    both gate parts without it, from ±√(3/d)."""
+    d = 64
+    torch.manual_seed(0)
+    model = KernelLM(KernelLMConfig(hidden=d, depth=2, init=init), V)
+    gate = (3 / (2 * d)) ** 0.5 if init == "authors" else (3 / d) ** 0.5
+    for layer in model.rnn.layers:  # weight rows: W^(1), W_λ, W_f (n = 1, gated, highway)
+        assert 0.97 < _extent(layer.weight[:d], (3 / d) ** 0.5) <= 1
+        assert 0.97 < _extent(layer.weight[d:2 * d], gate) <= 1
+        assert 0.97 < _extent(layer.weight[2 * d:], (3 / d) ** 0.5) <= 1
+        assert 0.97 < _extent(layer.weight_h, gate) <= 1
+    assert 0.97 < _extent(model.embedding.weight, (3 / d) ** 0.5) <= 1
+
+
+def test_init_authors_needs_the_gated_xh_decay() -> None:
+    with pytest.raises(ValueError, match="init must be null or one of"):
+        KernelLMConfig(init="theano")
+    for decay in ("constant", "learned", "gated_x"):
+        with pytest.raises(ValueError, match="redraws the gate of decay 'gated_xh' only"):
+            KernelLMConfig(kernel=StringKernelConfig(decay=decay), init="authors")
 
 
 def test_untied() -> None:

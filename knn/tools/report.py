@@ -13,8 +13,9 @@ one label (the protocol label each run records, derived from its config,
 see :mod:`knn.train.protocol`: full, budgeted, cut, modified, smoke; and the
 data or vectors substituted for the paper's) make one row: the best test value over their n
 seeds (the paper's "best of runs" protocol), the mean ± sample std when
-n > 1, the trained parameters, and a link to their folder. A row without a run says
-"not run" ("failed" when only failed runs exist); failed runs get their own
+n > 1, the trained parameters, and a link to their folder. A row without a finished run
+says "no result" (a run still training has none yet; "failed" when only failed runs
+exist); failed runs get their own
 section, and runs of no experiment config are listed at the end.
 
 Writes ``OUT/README.md`` and beside it ``fig2_decay_variants.png`` (Figure 2:
@@ -158,7 +159,7 @@ def table_markdown(section: Section, rows: list[dict[str, Any]], out: Path) -> l
             name += f" ({e.paper['granularity']})"
         failed = f" + {row['failed']} failed" if row["failed"] else ""
         if g is None:
-            ours = ["failed" if row["failed"] else "not run", "-", f"0{failed}", "-"]
+            ours = ["failed" if row["failed"] else "no result", "-", f"0{failed}", "-"]
             runs = "-"
         else:
             m = g["metric"]

@@ -119,7 +119,7 @@ def test_every_experiment_config_is_a_row_with_the_configs_paper_number(
     runs = (out.parent / "results/ptb/gated_5m").resolve().as_posix()  # both seeds' parent
     assert gated[11] == f"[{runs}](../results/ptb/gated_5m)"
     not_run = cells(table_row(md, "ptb/gated_vd_20m", "Table 1"))
-    assert not_run[1:5] == ["`ptb/gated_vd_20m`", "65.5", "not run", "-"] and not_run[7] == "20m"
+    assert not_run[1:5] == ["`ptb/gated_vd_20m`", "65.5", "no result", "-"] and not_run[7] == "20m"
     t1 = md.split("## Table 1", 1)[1].split("\n## ", 1)[0]
     assert t1.index("`ptb/const_5m`") < t1.index("`ptb/learned_5m`") < t1.index("`ptb/gated_5m`")
     assert "`ptb/fig2_const`" not in t1  # Figure 2's rows have their own table
@@ -133,7 +133,7 @@ def test_protocol_labels_and_substitutions(built: tuple[Path, str]) -> None:
     assert sst[0] == "Kernel NN, gated λ (fine)" and sst[2] == "53.2 (best of 5 runs)"
     assert sst[8] == "full" and sst[9].startswith(report.SST_VECTORS[report.GLOVE_6B_SST])
     unrun_sst = cells(table_row(md, "sst/gated_binary", "Table 2"))
-    assert unrun_sst[3] == "not run" and unrun_sst[8] == "-"
+    assert unrun_sst[3] == "no result" and unrun_sst[8] == "-"
     assert report.SST_VECTORS[report.GLOVE_6B_SST] in unrun_sst[9]
     cep = cells(table_row(md, "cep/wl_kernel", "Table 3"))
     assert cep[2:4] == ["0.204", "1.6000"] and cep[6] == "46,255"  # closed form: fitted size

@@ -137,7 +137,7 @@ class KernelLM(_TiedLM):
     def init_as_authors(self) -> None:
         """Redraw each layer's decay gate W_λ, U_λ as one [x; h] block, ±√(3/(2d))
         (:meth:`StringKernelLayer.init_gate_jointly`), as the authors' Theano ``lm`` code
-        (its ``RecurrentLayer``), whose cell the gated_xh decay is, draws it;
+        draws it (its ``RecurrentLayer``; the gated_xh cell is that code's);
         :meth:`reset_parameters` gives each part ±√(3/d). Their PyTorch script's cell
         gates on x alone and draws every matrix ±√(3/d)."""
         for layer in cast("Iterable[StringKernelLayer]", self.rnn.layers):

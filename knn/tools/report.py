@@ -15,8 +15,8 @@ data or vectors substituted for the paper's) make one row: the best test value o
 seeds (the paper's "best of runs" protocol), the mean ± sample std when
 n > 1, the trained parameters, and a link to their folder. A row without a finished run
 says "no result" (a run still training has none yet; "failed" when only failed runs
-exist); failed runs get their own
-section, and runs of no experiment config are listed at the end.
+exist); failed runs get their own section, and runs of no experiment config are listed
+at the end.
 
 Writes ``OUT/README.md`` and beside it ``fig2_decay_variants.png`` (Figure 2:
 test perplexity per decay variant, ours next to the paper's),

@@ -160,12 +160,7 @@ def test_finetuned_vectors_are_trained_and_input_dropout_is_its_own():
     assert torch.equal(table, vectors(d=8))  # the caller's table is copied, not trained
 
 
-def _extent(w: torch.Tensor, bound: float) -> float:
-    """max |w| / bound: at most 1 for a uniform ±bound draw, and near 1 for a large one."""
-    return w.abs().max().item() / bound
-
-
-def test_authors_init_draws_the_gate_jointly_and_the_output_from_its_fan_in():
+def test_authors_init_draws_the_gate_jointly_and_the_output_from_its_fan_in(extent) -> None:
     """``init: authors`` redraws W_λ, U_λ from ±√(3/(d_in + d)) and the output W from
     ±√(3/(depth·d)), as the authors' nn/initialization.py; the kernel's W^(1), W^(2) keep
     ±√(3/d_in). Without it, W_λ has its own fan-in's bound and the output torch's ±1/√(depth·d)."""
@@ -176,14 +171,14 @@ def test_authors_init_draws_the_gate_jointly_and_the_output_from_its_fan_in():
     for model, gate_x, gate_h, out in ((ours, (3 / D_IN) ** 0.5, (3 / d) ** 0.5, (1 / 600) ** 0.5),
                                        (theirs, joint, joint, (3 / 600) ** 0.5)):
         first = model.layers[0]
-        assert 0.98 < _extent(first.weight[:2 * d], (3 / D_IN) ** 0.5) <= 1  # W^(1), W^(2)
-        assert 0.98 < _extent(first.weight[2 * d:3 * d], gate_x) <= 1     # W_λ
-        assert 0.98 < _extent(first.weight_h, gate_h) <= 1                # U_λ
-        assert 0.95 < _extent(model.out.weight, out) <= 1
+        assert 0.98 < extent(first.weight[:2 * d], (3 / D_IN) ** 0.5) <= 1  # W^(1), W^(2)
+        assert 0.98 < extent(first.weight[2 * d:3 * d], gate_x) <= 1     # W_λ
+        assert 0.98 < extent(first.weight_h, gate_h) <= 1                # U_λ
+        assert 0.95 < extent(model.out.weight, out) <= 1
     upper = theirs.layers[1]  # d_in = d: the joint bound is √(3/2d)
-    assert 0.98 < _extent(upper.weight_h, (3 / (2 * d)) ** 0.5) <= 1
+    assert 0.98 < extent(upper.weight_h, (3 / (2 * d)) ** 0.5) <= 1
     constant = build_classifier(KernelClassifierConfig(kernel=_kernel(decay="constant"), init="authors"),
                                 vectors())
-    assert 0.95 < _extent(constant.out.weight, (3 / 600) ** 0.5) <= 1  # no gate: only the output
+    assert 0.95 < extent(constant.out.weight, (3 / 600) ** 0.5) <= 1  # no gate: only the output
     with pytest.raises(ValueError, match="needs decay 'gated_xh'"):
         constant.layers[0].init_gate_jointly()

@@ -59,13 +59,8 @@ def test_default_init() -> None:
             assert torch.all(p == 0), name
 
 
-def _extent(w: torch.Tensor, bound: float) -> float:
-    """max |w| / bound: at most 1 for a uniform ±bound draw, and near 1 for a large one."""
-    return w.abs().max().item() / bound
-
-
 @pytest.mark.parametrize("init", [None, "authors"])
-def test_init_authors_draws_the_decay_gate_jointly(init: str | None) -> None:
+def test_init_authors_draws_the_decay_gate_jointly(init: str | None, extent) -> None:
     """``init: authors`` draws each layer's W_λ and U_λ from ±√(3/(2d)), as the authors'
     Theano RecurrentLayer draws an (n_in + n_out, n_out) block; every other matrix, and
     both gate parts without it, from ±√(3/d)."""
@@ -74,11 +69,11 @@ def test_init_authors_draws_the_decay_gate_jointly(init: str | None) -> None:
     model = KernelLM(KernelLMConfig(hidden=d, depth=2, init=init), V)
     gate = (3 / (2 * d)) ** 0.5 if init == "authors" else (3 / d) ** 0.5
     for layer in model.rnn.layers:  # weight rows: W^(1), W_λ, W_f (n = 1, gated, highway)
-        assert 0.97 < _extent(layer.weight[:d], (3 / d) ** 0.5) <= 1
-        assert 0.97 < _extent(layer.weight[d:2 * d], gate) <= 1
-        assert 0.97 < _extent(layer.weight[2 * d:], (3 / d) ** 0.5) <= 1
-        assert 0.97 < _extent(layer.weight_h, gate) <= 1
-    assert 0.97 < _extent(model.embedding.weight, (3 / d) ** 0.5) <= 1
+        assert 0.97 < extent(layer.weight[:d], (3 / d) ** 0.5) <= 1
+        assert 0.97 < extent(layer.weight[d:2 * d], gate) <= 1
+        assert 0.97 < extent(layer.weight[2 * d:], (3 / d) ** 0.5) <= 1
+        assert 0.97 < extent(layer.weight_h, gate) <= 1
+    assert 0.97 < extent(model.embedding.weight, (3 / d) ** 0.5) <= 1
 
 
 def test_init_authors_needs_the_gated_xh_decay() -> None:

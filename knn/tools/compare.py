@@ -20,6 +20,10 @@ each ``result.json``. The verdict of A against B:
 * with one run on one side only, that side's spread is unknown and the other's stands
   in: ``ahead (spread measured on one side only)`` and so on.
 
+Runs whose wall-clock budgets differ in minutes, hardware or threads
+(``budgeted 30 min on CPU (AMD EPYC), 1 thread(s)`` against ``... on CPU (Intel Xeon) ...``)
+are refused, on one side or across the two: they bought different numbers of steps.
+
 The same function judges every stated comparison in the project's tables
 (:mod:`knn.tools.cep_table`'s chemprop reference too), so a sentence in a README is the
 generated line, not typed. With ``--out`` it writes ``PREFIX.md`` and ``PREFIX.json``.
@@ -109,6 +113,14 @@ def where(result: dict[str, Any]) -> str:
         or "not recorded"
 
 
+def budgets(sides: list[list[tuple[str, dict[str, Any]]]]) -> list[str]:
+    """The distinct wall-clock budgets, with what spent them, among the trainer runs of both
+    sides (:func:`knn.tools.results.protocol`): more than one means steps bought by
+    different budgets, whose pooling or comparison says nothing about the models."""
+    labels = (results.protocol(r).split("; ") for runs in sides for _, r in runs if "metrics" in r)
+    return sorted({part for parts in labels for part in parts if part.startswith("budgeted ")})
+
+
 def run_sizes(name: str, runs: list[tuple[str, dict[str, Any]]]) -> str | None:
     """``- A's runs: seed 0: 9 epochs, 7,703 steps, 30.3 min``; None when no run records
     its steps (a peer's)."""
@@ -163,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         if not runs:
             print(f"error: no result.json for {name} under {', '.join(folders)}", file=sys.stderr)
             return 1
+    if len(spent := budgets(sides)) > 1:
+        print(f"error: the runs' wall-clock budgets differ in minutes, hardware or threads "
+              f"({' | '.join(spent)}); pass folders of runs with one budget", file=sys.stderr)
+        return 1
     higher = args.higher_is_better
     lines, data = [], []
     for metric in args.metric:

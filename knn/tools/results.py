@@ -151,8 +151,24 @@ UNLABELLED = "unlabelled"
 def protocol(run: dict[str, Any]) -> str:
     """The run's protocol label, as the trainer derived it from its config and its
     experiment's (:mod:`knn.train.protocol`; older files: the relabelling migration
-    ``experiments/migrations/relabel_protocol.py``); :data:`UNLABELLED` when it has none."""
-    return run.get("protocol") or UNLABELLED
+    ``experiments/migrations/relabel_protocol.py``); :data:`UNLABELLED` when it has none.
+
+    A wall-clock budget names what spent it, ``budgeted 30 min on CPU (AMD EPYC), 1
+    thread(s)`` (:func:`budget_spender`): the same minutes buy different numbers of steps
+    on other hardware or threads, so runs budgeted on different ones are never averaged."""
+    label = run.get("protocol") or UNLABELLED
+    return "; ".join(f"{part} on {budget_spender(run)}" if part.startswith("budgeted ") else part
+                     for part in label.split("; "))
+
+
+def budget_spender(run: dict[str, Any]) -> str:
+    """The hardware and threads a run trained on (each once, in order of first use)."""
+    from knn.train import segments
+
+    parts = segments.of(run)
+    spent = " then ".join(dict.fromkeys(segments.hardware(s) for s in parts))
+    n = threads(run)
+    return f"{spent}, {n}" if n else spent
 
 
 def fmt_metric(metric: str, value: float) -> str:

@@ -79,3 +79,26 @@ def test_per_epoch_table_and_run_sizes(tmp_path: Path, capsys) -> None:
                         "| KNN, seed 0 | 100.0 | 90.0 | 85.5 |", "| LSTM, seed 0 | 110.0 | 95.2 | - |"]
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"), "--metric",
                          "test_ppl", "--per-epoch", "valid_acc"]) == 1  # one line, no traceback
+
+
+def test_cli_refuses_runs_whose_wall_clock_budgets_differ(tmp_path: Path, capsys) -> None:
+    def write(folder: str, cpu: str, minutes: int = 30) -> None:
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "result.json").write_text(json.dumps(
+            {"metrics": {"test": {"ppl": 90.0}}, "device": "cpu", "protocol": f"budgeted {minutes} min",
+             "machine": {"cpu_model": cpu, "torch_threads": 1}}))
+    write("amd", "AMD EPYC")
+    write("intel", "Intel Xeon")
+    write("intel_b", "Intel Xeon")
+    write("intel_20", "Intel Xeon", minutes=20)
+    argv = ["--metric", "test_ppl"]
+    assert compare.main(["--a", str(tmp_path / "intel"), "--b", str(tmp_path / "intel_b"), *argv]) == 0
+    capsys.readouterr()
+    for a, b in (("amd", "intel"), ("intel_20", "intel")):  # across the two sides
+        assert compare.main(["--a", str(tmp_path / a), "--b", str(tmp_path / b), *argv]) == 1
+        assert "wall-clock budgets differ" in capsys.readouterr().err
+    # pooled on one side
+    assert compare.main(["--a", str(tmp_path / "amd"), str(tmp_path / "intel"),
+                         "--b", str(tmp_path / "intel_b"), *argv]) == 1
+    assert "budgeted 30 min on CPU (AMD EPYC), 1 thread(s) | budgeted 30 min on CPU (Intel Xeon)" \
+        in capsys.readouterr().err

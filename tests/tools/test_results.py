@@ -59,13 +59,27 @@ def test_lower_is_better_metrics_and_groups(tmp_path: Path) -> None:
                        protocol="budgeted 30 min"))
     rows = {(g["variant"], g["protocol"]): g for g in aggregate(runs_with_dirs(runs))}
     # runs under different protocols are separate rows, never averaged
-    assert sorted(rows) == [("gated_5m", "budgeted 30 min"), ("gated_5m", "full"),
+    assert sorted(rows) == [("gated_5m", "budgeted 30 min on CPU"), ("gated_5m", "full"),
                             ("gated_binary", "full")]
-    ptb = rows["gated_5m", "budgeted 30 min"]
+    ptb = rows["gated_5m", "budgeted 30 min on CPU"]
     assert not ptb["higher_is_better"] and ptb["selected"]["seed"] == 2 and ptb["seeds"] == [1, 2]
     assert ptb["best_test"]["test"] == 76.0 and ptb["test_mean"] == pytest.approx(76.75)
     assert rows["gated_5m", "full"]["test_mean"] == 78.0
     assert rows["gated_binary", "full"]["test_std"] is None  # one run: no spread
+
+
+def test_runs_budgeted_on_different_hardware_or_threads_are_separate_rows() -> None:
+    def budgeted(seed: int, cpu: str, threads: int) -> dict:
+        return result("ptb", "gated_5m", seed, 90.0 + seed, 88.0 + seed, budgeted=True,
+                      budget_minutes=30, protocol="budgeted 30 min; modified (task.eval_batch_size=10)",
+                      machine={"cpu_model": cpu, "torch_threads": threads})
+    runs = [budgeted(0, "AMD EPYC", 1), budgeted(1, "Intel Xeon", 1), budgeted(2, "Intel Xeon", 1),
+            budgeted(3, "Intel Xeon", 2)]
+    rows = {g["protocol"]: g["seeds"] for g in aggregate(runs_with_dirs(runs))}
+    assert rows == {
+        "budgeted 30 min on CPU (AMD EPYC), 1 thread(s); modified (task.eval_batch_size=10)": [0],
+        "budgeted 30 min on CPU (Intel Xeon), 1 thread(s); modified (task.eval_batch_size=10)": [1, 2],
+        "budgeted 30 min on CPU (Intel Xeon), 2 thread(s); modified (task.eval_batch_size=10)": [3]}
 
 
 def runs_with_dirs(runs: list[dict]) -> list[dict]:
@@ -179,7 +193,7 @@ def test_protocol_is_the_recorded_label_or_unlabelled() -> None:
     labelled = result("ptb", "gated_5m", 0, 80.0, 78.0, budgeted=True, budget_minutes=30.0,
                       protocol="budgeted 30 min; modified (task.eval_batch_size=10)",
                       command="python -m knn.train train.max_minutes=30 task.eval_batch_size=10")
-    assert protocol(labelled) == "budgeted 30 min; modified (task.eval_batch_size=10)"
+    assert protocol(labelled) == "budgeted 30 min on CPU; modified (task.eval_batch_size=10)"
     old = {k: v for k, v in labelled.items() if k != "protocol"}
     assert protocol(old) == UNLABELLED == "unlabelled"
     groups = aggregate(runs_with_dirs([old, result("ptb", "gated_5m", 1, 79.0, 77.0)]))

@@ -41,9 +41,12 @@ and the output is zero.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, cast
@@ -52,6 +55,8 @@ import torch
 from torch import Tensor
 
 from knn.ops import usage
+
+log = logging.getLogger(__name__)
 
 ACTIVATIONS = ("identity", "tanh", "relu", "sigmoid")
 
@@ -206,6 +211,30 @@ def _sources_digest() -> str:
     return h.hexdigest()[:10]
 
 
+@contextmanager
+def _build_lock(name: str) -> Iterator[Path]:
+    """Hold an OS lock on the build folder of extension ``name`` while cpp_extension loads
+    it; yield the folder.
+
+    cpp_extension makes processes take turns with a plain ``lock`` file in the folder,
+    which its holder deletes when done, even when nothing needs rebuilding. A process
+    killed while holding it (a timeout, a stop during the up-to-date check) leaves it
+    behind, and every later process waits on it forever without a word. This lock is an
+    ``flock``, released by the OS when its holder dies, and every knn process takes it
+    before cpp_extension's, so a ``lock`` file found while holding it is a dead process's.
+    """
+    from filelock import FileLock
+    from torch.utils import cpp_extension
+
+    folder = Path(cpp_extension._get_build_directory(name, verbose=False))
+    with FileLock(str(folder / "knn.lock")):
+        stale = folder / "lock"
+        if stale.exists():
+            log.warning("removed %s, left by a process stopped while it built %s", stale, name)
+            stale.unlink(missing_ok=True)
+        yield folder
+
+
 def _build(device_type: str):
     """Compile (or reuse from cpp_extension's cache) the library of a part (:data:`PARTS`);
     return its ops.
@@ -218,32 +247,38 @@ def _build(device_type: str):
 
     digest = _sources_digest()
     if device_type == "cuda":
+        name = f"knn_string_kernel_cuda_{digest}"
+        with _build_lock(name) as folder:
+            cpp_extension.load(
+                name=name,
+                sources=[str(_CSRC / "string_kernel_cuda.cu")],
+                extra_cflags=["-O3"],
+                extra_cuda_cflags=["-O3"],
+                build_directory=str(folder),
+                is_python_module=False,
+                verbose=False,
+            )
+        return torch.ops.knn_sk_cuda
+    isa, isa_flags = _isa()
+    # The ISA is part of the name so a cached build never runs on a CPU without it.
+    name = f"knn_{'sk_core' if device_type == 'cpu' else 'sk_sst'}_cpu_{isa}_{digest}"
+    with _build_lock(name) as folder:
         cpp_extension.load(
-            name=f"knn_string_kernel_cuda_{digest}",
-            sources=[str(_CSRC / "string_kernel_cuda.cu")],
-            extra_cflags=["-O3"],
-            extra_cuda_cflags=["-O3"],
+            name=name,
+            # "cpu": the scan and the Bernoulli sampler of knn.ops.dropout; "cpu_sst": the
+            # SST classifier's pooled layer node and loss node (knn.ops.pooled).
+            sources=[str(_CSRC / f) for f in _CPU_SOURCES[device_type]],
+            # -ffast-math lets gcc vectorize (exp through glibc's libmvec, declared in the
+            # source); compile-only, so the process-wide flush-to-zero of crtfastmath.o is
+            # never linked in.
+            # -fno-finite-math-only keeps NaN and inf meaning what they mean: a
+            # diverged run must produce a NaN loss, not quietly clamped zeros.
+            extra_cflags=["-O3", "-ffast-math", "-fno-finite-math-only", "-fopenmp", *isa_flags],
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(folder),
             is_python_module=False,
             verbose=False,
         )
-        return torch.ops.knn_sk_cuda
-    isa, isa_flags = _isa()
-    cpp_extension.load(
-        # The ISA is part of the name so a cached build never runs on a CPU without it.
-        name=f"knn_{'sk_core' if device_type == 'cpu' else 'sk_sst'}_cpu_{isa}_{digest}",
-        # "cpu": the scan and the Bernoulli sampler of knn.ops.dropout; "cpu_sst": the
-        # SST classifier's pooled layer node and loss node (knn.ops.pooled).
-        sources=[str(_CSRC / f) for f in _CPU_SOURCES[device_type]],
-        # -ffast-math lets gcc vectorize (exp through glibc's libmvec, declared in the
-        # source); compile-only, so the process-wide flush-to-zero of crtfastmath.o is
-        # never linked in.
-        # -fno-finite-math-only keeps NaN and inf meaning what they mean: a
-        # diverged run must produce a NaN loss, not quietly clamped zeros.
-        extra_cflags=["-O3", "-ffast-math", "-fno-finite-math-only", "-fopenmp", *isa_flags],
-        extra_ldflags=["-fopenmp"],
-        is_python_module=False,
-        verbose=False,
-    )
     return torch.ops.knn_sk_cpu
 
 

@@ -387,3 +387,38 @@ def test_a_failed_sst_build_leaves_the_scan_and_the_sampler_working(monkeypatch,
     recorded = ops()
     assert recorded["fused_built"] == {"cpu": True, "cpu_sst": False}
     assert "boom" in recorded["fused_build_errors"]["cpu_sst"]
+
+
+def test_a_build_lock_left_by_a_killed_process_does_not_hang_the_next(monkeypatch, tmp_path, caplog):
+    """cpp_extension waits, without end, on a ``lock`` file its last holder never removed
+    (that holder was killed); the build must clear it and go on. ``load`` is replaced by
+    one that takes cpp_extension's own baton as the real one does, in a thread, so that a
+    hang fails the test instead of stalling the suite."""
+    import os
+    import threading
+
+    from torch.utils import cpp_extension
+    from torch.utils.file_baton import FileBaton
+
+    (tmp_path / "lock").write_text("")  # left by a process killed while holding it
+    monkeypatch.setattr(cpp_extension, "_get_build_directory", lambda name, verbose: str(tmp_path))
+    loaded = []
+
+    def load(name, build_directory=None, **kwargs):
+        folder = build_directory or cpp_extension._get_build_directory(name, False)
+        baton = FileBaton(os.path.join(folder, "lock"))
+        if baton.try_acquire():
+            loaded.append(name)
+            baton.release()
+        else:
+            baton.wait()
+
+    monkeypatch.setattr(cpp_extension, "load", load)
+    worker = threading.Thread(target=R._build, args=("cpu",), daemon=True)
+    with caplog.at_level("WARNING", logger="knn.ops.recurrence"):
+        worker.start()
+        worker.join(timeout=30)
+    assert not worker.is_alive(), "the build waited on the dead process's lock"
+    assert len(loaded) == 1 and loaded[0].startswith("knn_sk_core_cpu_")
+    assert not (tmp_path / "lock").exists()
+    assert "left by a process stopped while it built" in caplog.text

@@ -12,6 +12,7 @@ checkpoint.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import logging
 import math
@@ -91,6 +92,12 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     trainer = Trainer(resolve_config(cfg))
     stop_reason = trainer.fit()
     result = trainer.finish(stop_reason, overrides or [], reference)
+    # Free the DDP wrapper before shutdown(): its reducer holds the group, so the group's
+    # gloo teardown would otherwise run after shutdown(), whenever the wrapper is freed
+    # (this frame's exit, a garbage collection). One 2-process test run hung with a rank's
+    # stack stopped at the call of train() and no deeper Python frame: where that runs.
+    trainer.train_model = trainer.model
+    gc.collect()
     # Leave together: a gloo process that tears its group down while a peer still
     # writes the results can abort at exit ("terminate called without an active exception").
     # A rank that raised never gets here: tearing the group down while a peer waits in a

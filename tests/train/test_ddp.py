@@ -22,6 +22,7 @@ in the test's own process. Dropout is 0: the ranks draw different masks.
 from __future__ import annotations
 
 import csv
+import gc
 import json
 import os
 import subprocess
@@ -31,6 +32,7 @@ from typing import Callable
 
 import pytest
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
 from knn.train import checkpoint as ckpt
 
@@ -50,20 +52,27 @@ def run(compose: Callable, task: str, run_dir: str, *extra: str) -> dict:
     """One ``debug=smoke`` run of ``task``, in this process or in each torchrun worker.
 
     Writes ``counts.<rank>.json``: the examples (tokens, molecules) this
-    process trained on at each step.
+    process trained on at each step, and ``wrappers.<rank>.json``: the DDP
+    wrappers alive when the trainer left the process group (none may be: one
+    that outlives the group tears the group down after it was left).
     """
+    from knn import dist
     from knn.tasks import TASKS
     from knn.train import train
 
-    cls, counts = TASKS[task], []
-    step = cls.training_step
+    cls, counts, wrappers = TASKS[task], [], []
+    step, shutdown = cls.training_step, dist.shutdown
 
     def counted(self, model, batch):
         out = step(self, model, batch)
         counts.append(out.count)
         return out
 
-    cls.training_step = counted
+    def counted_shutdown():
+        wrappers.append(sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects()))
+        shutdown()
+
+    cls.training_step, dist.shutdown = counted, counted_shutdown
     overrides, dtype, _ = SETUPS[task]
     args = [*overrides[:1], "debug=smoke", *overrides[1:], "device=cpu", "threads=1",
             f"run_dir={run_dir}", *extra]
@@ -73,9 +82,10 @@ def run(compose: Callable, task: str, run_dir: str, *extra: str) -> dict:
         result = train(compose(args), overrides=args)
     finally:
         torch.set_default_dtype(previous)
-        cls.training_step = step
+        cls.training_step, dist.shutdown = step, shutdown
     rank = os.environ.get("RANK", "0")
     (Path(run_dir) / f"counts.{rank}.json").write_text(json.dumps(counts))
+    (Path(run_dir) / f"wrappers.{rank}.json").write_text(json.dumps(wrappers))
     return result
 
 
@@ -132,6 +142,8 @@ def test_two_processes_take_the_steps_of_one(task: str, tmp_path: Path, compose_
         assert counts[1] == counts[2]
     else:
         assert counts[0] == [5, 5, 1] * 2 and counts[1] == [2, 2, 0] * 2
+    for r in (0, 1):
+        assert json.loads((tmp_path / "two" / f"wrappers.{r}.json").read_text()) == [0]
     tol = SETUPS[task][2]
     assert two["steps"] == one["steps"] == 6
     assert (one["processes"], two["processes"]) == (1, 2)

@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also tabulate METRIC (e.g. valid_ppl) after each full epoch")
     parser.add_argument("--out", help="write PREFIX.md and PREFIX.json")
     args = parser.parse_args(argv)
+    if missing := [f for f in (*args.a, *args.b) if not Path(f).exists()]:
+        print(f"error: no such folder or file: {', '.join(missing)}", file=sys.stderr)
+        return 1
     sides = [collect(args.a), collect(args.b)]
     for name, runs, folders in zip(args.names, sides, (args.a, args.b)):
         if not runs:

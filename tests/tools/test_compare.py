@@ -55,6 +55,9 @@ def test_cli_reads_trainer_and_peer_results(tmp_path: Path, capsys) -> None:
     assert data["where"] == [["not recorded"], ["not recorded"]]  # the fakes record no device
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "nowhere")]) == 1
     assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
+                         str(tmp_path / "nowhere")]) == 1  # not silently left out
+    assert "no such folder or file" in capsys.readouterr().err
+    assert compare.main(["--a", str(tmp_path / "a"), "--b", str(tmp_path / "b"),
                          "--metric", "test_mae"]) == 1  # a one-line error, no traceback
 
 

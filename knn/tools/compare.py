@@ -115,10 +115,10 @@ def where(result: dict[str, Any]) -> str:
 
 def budgets(sides: list[list[tuple[str, dict[str, Any]]]]) -> list[str]:
     """The distinct wall-clock budgets, with what spent them, among the trainer runs of both
-    sides (:func:`knn.tools.results.protocol`): more than one means steps bought by
+    sides (:func:`knn.tools.results.budget`): more than one means steps bought by
     different budgets, whose pooling or comparison says nothing about the models."""
-    labels = (results.protocol(r).split("; ") for runs in sides for _, r in runs if "metrics" in r)
-    return sorted({part for parts in labels for part in parts if part.startswith("budgeted ")})
+    found = (results.budget(r) for runs in sides for _, r in runs if "metrics" in r)
+    return sorted({b for b in found if b})
 
 
 def run_sizes(name: str, runs: list[tuple[str, dict[str, Any]]]) -> str | None:

@@ -161,6 +161,11 @@ def protocol(run: dict[str, Any]) -> str:
                      for part in label.split("; "))
 
 
+def budget(run: dict[str, Any]) -> str | None:
+    """The wall-clock budget part of :func:`protocol` (``budgeted 30 min on ...``), if any."""
+    return next((p for p in protocol(run).split("; ") if p.startswith("budgeted ")), None)
+
+
 def budget_spender(run: dict[str, Any]) -> str:
     """The hardware and threads a run trained on (each once, in order of first use)."""
     from knn.train import segments

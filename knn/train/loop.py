@@ -94,8 +94,7 @@ def train(cfg: Any, overrides: list[str] | None = None) -> dict[str, Any]:
     result = trainer.finish(stop_reason, overrides or [], reference)
     # Free the DDP wrapper before shutdown(): its reducer holds the group, so the group's
     # gloo teardown would otherwise run after shutdown(), whenever the wrapper is freed
-    # (this frame's exit, a garbage collection). One 2-process test run hung with a rank's
-    # stack stopped at the call of train() and no deeper Python frame: where that runs.
+    # (this frame's exit, a garbage collection), where a rank can hang.
     trainer.train_model = trainer.model
     gc.collect()
     # Leave together: a gloo process that tears its group down while a peer still
